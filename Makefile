@@ -1,0 +1,51 @@
+# The two commands a new user needs:  `make demo`  and  `make test`.
+# Everything else here is what they depend on. Each step skips what is already done.
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+JARS   ?= .jars
+PYTEST_ARGS ?=
+export SHARDFORGE_JARS := $(abspath $(JARS))
+export SPARK_LOCAL_IP ?= 127.0.0.1
+
+.PHONY: demo test setup jars venv bench package clean-out help
+
+help:
+	@echo "make demo   - set up, run the whole pipeline on the bundled sample, read it with the torch loader"
+	@echo "make test   - set up and run the test suite (slow tests included)"
+	@echo "make bench  - run the benchmarks in bench/ (minutes; see BENCHMARKS.md)"
+	@echo "make package - build dist/ artifacts for spark-submit on a cluster"
+
+venv: $(PY)
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip setuptools wheel
+
+# pip skips requirements that are already satisfied, so a second run takes seconds
+# (torch, the large one, is downloaded once per venv).
+setup: venv
+	$(PY) -m pip install -q -e '.[dev]'
+	@$(MAKE) --no-print-directory jars
+
+# Delta's JVM jars, matching the installed pyspark and delta-spark, into $(JARS) (git-ignored).
+jars: venv
+	@$(PY) -m shardforge.jvm_deps --pom jvm/pom.xml --dest $(JARS)
+
+demo: setup
+	$(PY) -m shardforge.jobs.demo --conf conf/demo.toml --output out/demo
+
+test: setup
+	$(PY) -m pytest tests $(PYTEST_ARGS)
+
+bench: setup
+	$(PY) bench/build_shards.py
+	$(PY) bench/loader.py
+	$(PY) bench/redact.py
+	$(PY) bench/dedup.py
+	$(PY) bench/download.py
+
+package: setup
+	$(PY) -m shardforge.packaging --dist dist
+
+clean-out:
+	rm -rf out spark-warehouse metastore_db derby.log

@@ -1,0 +1,283 @@
+"""The pipeline configuration: frozen, typed dataclasses loaded from TOML by one function.
+
+`load_config(path, overrides)` reads `conf/*.toml` with `tomllib`, applies
+`section.key=value` overrides (values parsed as TOML literals, falling back to a
+plain string), and builds the dataclasses below. Unknown sections or keys and
+values of the wrong type are `ConfigError`s that name the offending key, e.g.
+`shards.num_shard: unknown key (known: ...)`. Each stage reads only its section.
+"""
+from __future__ import annotations
+
+import dataclasses
+import tomllib
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+
+class ConfigError(ValueError):
+    """A config file or override that cannot be used; the message names the key."""
+
+
+@dataclass(frozen=True)
+class PipelineSection:
+    name: str = "shardforge"
+    input: str = ""            # default --input
+    output: str = ""           # default --output
+    input_format: str = "auto"  # auto | jsonl | parquet | text | urls
+    stages: tuple[str, ...] = ("ingest", "clean", "redact", "dedup", "build-shards")
+    write_raw: bool = True      # keep the ingested rows as the `raw` Delta table
+
+
+@dataclass(frozen=True)
+class SparkSection:
+    master: str = "local[*]"
+    app_name: str = "shardforge"
+    shuffle_partitions: int = 8
+    jars_dir: str = ".jars"     # jars from `make jars` (handed over with spark.jars)
+    packages: bool = False      # use spark.jars.packages instead (clusters with internet)
+    properties: dict[str, str] = field(default_factory=dict)  # extra spark.* settings
+
+
+@dataclass(frozen=True)
+class IngestSection:
+    id_column: str = "id"       # taken as the document id when present
+    text_column: str = "text"
+    source_column: str = "source"
+    keep_columns: tuple[str, ...] = ()  # extra input columns kept (as meta)
+
+
+@dataclass(frozen=True)
+class DownloadSection:
+    url_column: str = "url"
+    caption_column: str = "caption"
+    threads_per_task: int = 16
+    connect_timeout: float = 5.0
+    read_timeout: float = 20.0
+    max_bytes: int = 20_000_000
+    max_retries: int = 3
+    backoff_base: float = 0.5
+    backoff_max: float = 30.0
+    per_host_connections: int = 4
+    max_requests_per_second: float = 0.0   # 0 = no global limit
+    user_agent: str = "shardforge/0.1 (+https://example.invalid/shardforge)"
+    respect_robots: bool = False
+    respect_x_robots_tag: bool = True
+    allow_private_addresses: bool = False
+    allowed_networks: tuple[str, ...] = ()   # e.g. ("127.0.0.1/32",) for tests and the demo
+    max_redirects: int = 5
+    image_max_pixels: int = 89_478_485
+    image_resize_mode: str = "keep_ratio"    # none | keep_ratio | center_crop | border
+    image_size: int = 256
+    image_format: str = "jpeg"               # jpeg | png | webp
+    image_quality: int = 90
+    partitions: int = 0                       # 0 = spark default parallelism
+    retry_transient_failures: bool = False    # on resume, refetch timeout/5xx/connection rows
+
+
+@dataclass(frozen=True)
+class CleanSection:
+    normalize_unicode: bool = True
+    min_chars: int = 1
+    max_chars: int = 10_000_000
+    min_words: int = 0
+    max_words: int = 0           # 0 = no limit
+    min_mean_word_length: float = 0.0
+    max_mean_word_length: float = 0.0   # 0 = no limit
+    max_symbol_ratio: float = 0.0       # 0 = off
+    max_non_alnum_ratio: float = 0.0    # 0 = off
+    max_duplicate_line_fraction: float = 0.0   # 0 = off
+    max_duplicate_paragraph_fraction: float = 0.0
+    max_ellipsis_line_fraction: float = 0.0
+    max_boilerplate_line_fraction: float = 0.0
+
+
+@dataclass(frozen=True)
+class RedactSection:
+    kinds: tuple[str, ...] = ("EMAIL", "IP_ADDRESS", "PHONE", "CREDIT_CARD", "US_SSN", "IBAN", "KEY")
+    mode: str = "placeholder"    # placeholder | pseudonym
+    placeholders: dict[str, str] = field(default_factory=dict)   # kind -> text, default <KIND>
+    pseudonym_key: str = ""      # secret for mode = "pseudonym"
+    max_chars: int = 64_000_000  # larger documents are rejected (invalid:too_large)
+
+
+@dataclass(frozen=True)
+class DedupSection:
+    exact: bool = True
+    normalization: str = "lower_alnum"   # none | whitespace | lower | lower_alnum
+    near: bool = True
+    shingle_size: int = 5
+    num_perm: int = 128
+    threshold: float = 0.8
+    bands: int = 0               # 0 = derive bands x rows from threshold
+    rows: int = 0
+    exact_jaccard_check: bool = True
+    rank_by: str = "length"      # keep per cluster: length | quality | none, then smallest id
+    seed: int = 1
+    max_component_iterations: int = 64
+    checkpoint_dir: str = ""     # default: <output>/_checkpoints
+
+
+@dataclass(frozen=True)
+class ShardsSection:
+    key: str = "id"
+    num_shards: int = 0          # 0 = derive from target_rows / target_bytes
+    target_rows: int = 0
+    target_bytes: int = 256_000_000
+    row_group_rows: int = 1024
+    compression: str = "zstd"
+    compression_level: int = 3
+    columns: tuple[str, ...] = ()   # () = every column of the curated table
+    keep_builds: int = 2
+
+
+@dataclass(frozen=True)
+class Config:
+    pipeline: PipelineSection = field(default_factory=PipelineSection)
+    spark: SparkSection = field(default_factory=SparkSection)
+    ingest: IngestSection = field(default_factory=IngestSection)
+    download: DownloadSection = field(default_factory=DownloadSection)
+    clean: CleanSection = field(default_factory=CleanSection)
+    redact: RedactSection = field(default_factory=RedactSection)
+    dedup: DedupSection = field(default_factory=DedupSection)
+    shards: ShardsSection = field(default_factory=ShardsSection)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain, JSON-ready dict (tuples become lists); key order is stable."""
+        return _plain(dataclasses.asdict(self))
+
+    def replace(self, **sections: Any) -> "Config":
+        return dataclasses.replace(self, **sections)
+
+
+CHOICES: dict[str, tuple[str, ...]] = {
+    "pipeline.input_format": ("auto", "jsonl", "parquet", "text", "urls"),
+    "download.image_resize_mode": ("none", "keep_ratio", "center_crop", "border"),
+    "download.image_format": ("jpeg", "png", "webp"),
+    "redact.mode": ("placeholder", "pseudonym"),
+    "dedup.normalization": ("none", "whitespace", "lower", "lower_alnum"),
+    "dedup.rank_by": ("length", "quality", "none"),
+    "shards.compression": ("zstd", "snappy", "gzip", "none"),
+}
+STAGES = ("ingest", "clean", "redact", "dedup", "build-shards")
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _coerce(key: str, tp: Any, value: Any) -> Any:
+    origin = typing.get_origin(tp)
+    if tp is bool:
+        if not isinstance(value, bool):
+            raise ConfigError(f"{key}: expected true or false, got {value!r}")
+        return value
+    if tp is int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"{key}: expected an integer, got {value!r}")
+        return value
+    if tp is float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise ConfigError(f"{key}: expected a number, got {value!r}")
+        return float(value)
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{key}: expected a string, got {value!r}")
+        return value
+    if origin is tuple:
+        if isinstance(value, str):
+            value = [v for v in value.split(",") if v]
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{key}: expected a list, got {value!r}")
+        return tuple(_coerce(f"{key}[{i}]", typing.get_args(tp)[0], v) for i, v in enumerate(value))
+    if origin is dict:
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{key}: expected a table, got {value!r}")
+        return {str(k): str(v) if not isinstance(v, bool) else str(v).lower() for k, v in value.items()}
+    raise ConfigError(f"{key}: unsupported type {tp}")  # pragma: no cover - a bug in this module
+
+
+def _section(name: str, cls: type, raw: Mapping[str, Any]) -> Any:
+    hints = typing.get_type_hints(cls)
+    known = {f.name for f in dataclasses.fields(cls)}
+    values = {}
+    for key, value in raw.items():
+        if key not in known:
+            raise ConfigError(f"{name}.{key}: unknown key (known: {', '.join(sorted(known))})")
+        full = f"{name}.{key}"
+        values[key] = _coerce(full, hints[key], value)
+        if full in CHOICES and values[key] not in CHOICES[full]:
+            raise ConfigError(f"{full}: {value!r} is not one of {', '.join(CHOICES[full])}")
+    obj = cls(**values)
+    _check_ranges(name, obj)
+    return obj
+
+
+def _check_ranges(name: str, obj: Any) -> None:
+    for f in dataclasses.fields(obj):
+        v = getattr(obj, f.name)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and v < 0:
+            raise ConfigError(f"{name}.{f.name}: must be >= 0, got {v!r}")
+    if name == "pipeline":
+        bad = [s for s in obj.stages if s not in STAGES]
+        if bad:
+            raise ConfigError(f"pipeline.stages: unknown stage {bad[0]!r} (known: {', '.join(STAGES)})")
+    if name == "dedup" and not 0.0 < obj.threshold <= 1.0:
+        raise ConfigError(f"dedup.threshold: must be in (0, 1], got {obj.threshold!r}")
+    if name == "dedup" and obj.shingle_size < 1:
+        raise ConfigError(f"dedup.shingle_size: must be >= 1, got {obj.shingle_size!r}")
+    if name == "shards" and obj.row_group_rows < 1:
+        raise ConfigError(f"shards.row_group_rows: must be >= 1, got {obj.row_group_rows!r}")
+    if name == "redact":
+        from_kinds = set(obj.kinds) | set(obj.placeholders)
+        unknown = sorted(from_kinds - set(RedactSection().kinds))
+        if unknown:
+            raise ConfigError(f"redact.kinds: unknown kind {unknown[0]!r} (known: {', '.join(RedactSection().kinds)})")
+
+
+def _parse_override(text: str) -> tuple[list[str], Any]:
+    if "=" not in text:
+        raise ConfigError(f"--set {text!r}: expected section.key=value")
+    path, raw = text.split("=", 1)
+    parts = path.strip().split(".")
+    if len(parts) != 2 or not all(parts):
+        raise ConfigError(f"--set {text!r}: expected section.key=value")
+    try:
+        value = tomllib.loads(f"v = {raw}")["v"]
+    except tomllib.TOMLDecodeError:
+        value = raw
+    return parts, value
+
+
+def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str, ...] = ()) -> Config:
+    """Read a TOML config (or defaults when `path` is None) and apply overrides."""
+    raw: dict[str, Any] = {}
+    if path is not None:
+        p = Path(path)
+        if not p.is_file():
+            raise ConfigError(f"config file not found: {p}")
+        try:
+            raw = tomllib.loads(p.read_text(encoding="utf-8"))
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{p}: not valid TOML: {exc}") from None
+    for text in overrides:
+        (section, key), value = _parse_override(text)
+        raw.setdefault(section, {})
+        if not isinstance(raw[section], dict):
+            raise ConfigError(f"{section}: expected a table")
+        raw[section][key] = value
+    sections = {f.name: f.type for f in dataclasses.fields(Config)}
+    hints = typing.get_type_hints(Config)
+    built = {}
+    for name, value in raw.items():
+        if name not in sections:
+            raise ConfigError(f"{name}: unknown section (known: {', '.join(sections)})")
+        if not isinstance(value, dict):
+            raise ConfigError(f"{name}: expected a table, got {value!r}")
+        built[name] = _section(name, hints[name], value)
+    return Config(**built)

@@ -1,0 +1,44 @@
+"""The one contract between stages: a stage takes a DataFrame and returns kept and rejected.
+
+`StageResult(kept, rejected)`: `kept` goes on to the next stage, `rejected` has the
+REJECT schema (see `shardforge.schemas`). For every stage, rows in = kept + rejected;
+`rejects(...)` builds rejected rows without losing the original record.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+
+
+class StageResult(NamedTuple):
+    kept: DataFrame
+    rejected: DataFrame
+
+
+def rejects(df: DataFrame, stage: str, reason: Column | str, detail: Column | str | None = None) -> DataFrame:
+    """Turn rows of `df` into REJECT rows: reason like `filter:min_chars`, the whole row as JSON."""
+    from shardforge.schemas import REJECT, conform
+
+    reason_col = F.lit(reason) if isinstance(reason, str) else reason
+    if detail is None:
+        detail_col = F.lit(None).cast("string")
+    else:
+        detail_col = F.lit(detail) if isinstance(detail, str) else detail
+    record_cols = [c for c in df.columns if not c.startswith("_")]
+    out = df.select(
+        (F.col("id") if "id" in df.columns else F.lit(None)).cast("string").alias("id"),
+        F.lit(stage).alias("stage"),
+        reason_col.cast("string").alias("reason"),
+        detail_col.cast("string").alias("detail"),
+        (F.col("source") if "source" in df.columns else F.lit(None)).cast("string").alias("source"),
+        F.to_json(F.struct(*[F.col(c) for c in record_cols])).alias("record"),
+    )
+    return conform(out, REJECT)
+
+
+def empty_rejects(spark) -> DataFrame:
+    from shardforge.schemas import REJECT
+
+    return spark.createDataFrame([], REJECT)

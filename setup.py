@@ -1,0 +1,48 @@
+"""shardforge: Spark jobs that turn raw corpora into deterministic Parquet shards,
+and a torch loader (no Spark needed) that reads them."""
+import re
+from pathlib import Path
+
+from setuptools import find_packages, setup
+
+HERE = Path(__file__).parent
+VERSION = re.search(r'__version__ = "([^"]+)"', (HERE / "lib" / "__init__.py").read_text()).group(1)
+
+# One namespace, four source folders: shardforge -> lib/, and three subpackages
+# that live at the top level of the repository. Nothing installs a package named `lib`.
+PACKAGE_DIR = {
+    "shardforge": "lib",
+    "shardforge.jobs": "jobs",
+    "shardforge.loaders": "loaders",
+    "shardforge.schemas": "schemas",
+}
+PACKAGES = ["shardforge"] + ["shardforge." + p for p in find_packages("lib")]
+for sub, folder in PACKAGE_DIR.items():
+    if sub == "shardforge":
+        continue
+    PACKAGES.append(sub)
+    PACKAGES += [sub + "." + p for p in find_packages(folder)]
+    PACKAGE_DIR.update({sub + "." + p: folder + "/" + p.replace(".", "/") for p in find_packages(folder)})
+PACKAGE_DIR.update({"shardforge." + p: "lib/" + p.replace(".", "/") for p in find_packages("lib")})
+
+SPARK = ["pyspark==4.2.0", "delta-spark==4.4.0", "requests>=2.31", "pillow>=10"]
+TORCH = ["torch>=2.2"]
+
+setup(
+    name="shardforge",
+    version=VERSION,
+    description="Spark ingestion and deterministic shard building, with a torch loader that needs no Spark",
+    long_description=(HERE / "README.md").read_text(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10",
+    packages=PACKAGES,
+    package_dir=PACKAGE_DIR,
+    package_data={"shardforge": ["data/*", "report/*.css"]},
+    install_requires=["pyarrow>=14", "numpy>=1.24"],
+    extras_require={
+        "spark": SPARK,
+        "torch": TORCH,
+        "dev": SPARK + TORCH + ["pytest>=8", "hypothesis>=6", "torchdata>=0.8", "fsspec", "xxhash"],
+    },
+    entry_points={"console_scripts": ["shardforge = shardforge.cli:main"]},
+)
