@@ -1,0 +1,188 @@
+"""Writing one shard file and publishing a build: pure pyarrow, no Spark.
+
+The Spark job calls `write_shard` once per shard on the executors and
+`publish_build` once on the driver; tests and tools that make shards without Spark
+call the same two functions, so there is one writer and one layout.
+
+Bytes are a function of the rows and the writer settings only: fixed codec and
+level, fixed rows per row group, no timestamps (the Parquet `created_by` field
+names the pyarrow version, which the manifest records as well).
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import uuid
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from . import __version__
+from .manifest import (FORMAT, FORMAT_VERSION, MANIFEST_NAME, ShardInfo, fingerprint, read_manifest,
+                       to_json)
+
+STAGING_PREFIX = "_staging-"
+
+
+@dataclass(frozen=True)
+class WriterSettings:
+    row_group_rows: int = 1024
+    compression: str = "zstd"
+    compression_level: int = 3
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"row_group_rows": self.row_group_rows, "compression": self.compression,
+                "compression_level": self.compression_level, "pyarrow": pa.__version__}
+
+
+def shard_name(index: int, num_shards: int) -> str:
+    return f"part-{index:05d}-of-{num_shards:05d}.parquet"
+
+
+def encode_shard(table: pa.Table, settings: WriterSettings) -> tuple[bytes, tuple[int, ...]]:
+    """The Parquet bytes of `table` (rows in the given order) and its row-group sizes."""
+    sink = pa.BufferOutputStream()
+    codec = None if settings.compression == "none" else settings.compression
+    level = settings.compression_level if codec in ("zstd", "gzip") else None
+    with pq.ParquetWriter(sink, table.schema, compression=codec or "none", compression_level=level,
+                          use_dictionary=True, write_statistics=True, version="2.6",
+                          data_page_version="1.0", store_schema=True) as writer:
+        if table.num_rows == 0:
+            writer.write_table(table)
+        for start in range(0, table.num_rows, settings.row_group_rows):
+            writer.write_table(table.slice(start, settings.row_group_rows),
+                               row_group_size=settings.row_group_rows)
+    data = sink.getvalue().to_pybytes()
+    groups = tuple(min(settings.row_group_rows, table.num_rows - s)
+                   for s in range(0, table.num_rows, settings.row_group_rows))
+    return data, groups
+
+
+def _local(path: str) -> str:
+    return path[len("file://"):] if path.startswith("file://") else path
+
+
+def _fs(path: str):
+    from pyarrow import fs
+
+    if "://" in path and not path.startswith("file://"):
+        return fs.FileSystem.from_uri(path)
+    return fs.LocalFileSystem(), os.path.abspath(_local(path))
+
+
+def write_bytes(path: str, data: bytes) -> None:
+    """Write a whole file (local path or a URI pyarrow.fs understands)."""
+    filesystem, p = _fs(path)
+    parent = p.rsplit("/", 1)[0]
+    filesystem.create_dir(parent, recursive=True)
+    with filesystem.open_output_stream(p) as out:
+        out.write(data)
+
+
+def write_shard(table: pa.Table, staging_dir: str, index: int, num_shards: int,
+                settings: WriterSettings) -> ShardInfo:
+    """Encode and write one shard into the staging folder; returns its manifest entry
+    (with `file` relative to the staging folder: the build id is not known yet)."""
+    data, groups = encode_shard(table, settings)
+    name = shard_name(index, num_shards)
+    write_bytes(f"{staging_dir.rstrip('/')}/{name}", data)
+    return ShardInfo(index=index, file=name, rows=table.num_rows, bytes=len(data),
+                     sha256=hashlib.sha256(data).hexdigest(), row_groups=groups)
+
+
+def new_staging_dir(output: str) -> str:
+    """A fresh staging folder beside the published build; leftovers of failed builds are removed."""
+    filesystem, root = _fs(output)
+    from pyarrow import fs
+
+    filesystem.create_dir(root, recursive=True)
+    for info in filesystem.get_file_info(fs.FileSelector(root)):
+        if info.base_name.startswith(STAGING_PREFIX):
+            filesystem.delete_dir(info.path)
+    staging = f"{output.rstrip('/')}/{STAGING_PREFIX}{uuid.uuid4().hex}"
+    filesystem.create_dir(_fs(staging)[1], recursive=True)
+    return staging
+
+
+def schema_fields(schema: pa.Schema) -> list[dict[str, Any]]:
+    return [{"name": f.name, "type": str(f.type), "nullable": f.nullable} for f in schema]
+
+
+def publish_build(output: str, staging_dir: str, shards: Sequence[ShardInfo], schema: pa.Schema, *,
+                  key: str, config: dict[str, Any], source: dict[str, Any],
+                  settings: WriterSettings, keep_builds: int = 2) -> dict[str, Any]:
+    """Turn a complete staging folder into the published build, atomically.
+
+    The build id is the fingerprint of the shards' checksums, so the same rows
+    give the same folder name. The staging folder is renamed to `<build_id>/`,
+    then `manifest.json` is written to a temp name and renamed over the old one:
+    a reader sees the previous complete build or this one, never a mix.
+    """
+    shards = sorted(shards, key=lambda s: s.index)
+    num = len(shards)
+    if [s.index for s in shards] != list(range(num)):
+        raise ValueError(f"publish_build: shards {[s.index for s in shards]} are not 0..{num - 1}")
+    build_id = "b-" + fingerprint([s.sha256 for s in shards])
+    filesystem, root = _fs(output)
+    final = f"{root}/{build_id}"
+    staged = _fs(staging_dir)[1]
+    from pyarrow import fs
+
+    if filesystem.get_file_info(final).type == fs.FileType.NotFound:
+        filesystem.move(staged, final)
+    else:  # the same content was published before: keep the old files, drop the copy
+        filesystem.delete_dir(staged)
+    manifest = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "shardforge_version": __version__,
+        "build_id": build_id,
+        "key": key,
+        "hash": "pmod(xxhash64(key, seed=42), num_shards)",
+        "row_order": "xxhash64(key), then key",
+        "num_shards": num,
+        "total_rows": sum(s.rows for s in shards),
+        "writer": settings.to_dict(),
+        "shards": [{**s.to_dict(), "file": f"{build_id}/{s.file}"} for s in shards],
+        "schema": schema_fields(schema),
+        "config": config,
+        "source": source,
+    }
+    tmp = f"{root}/.{MANIFEST_NAME}.{uuid.uuid4().hex}.tmp"
+    with filesystem.open_output_stream(tmp) as out:
+        out.write(to_json(manifest))
+    filesystem.move(tmp, f"{root}/{MANIFEST_NAME}")
+    _prune(filesystem, root, keep=max(1, keep_builds), current=build_id)
+    return manifest
+
+
+def _prune(filesystem, root: str, keep: int, current: str) -> None:
+    """Delete published build folders beyond the newest `keep` (by modification time)."""
+    from pyarrow import fs
+
+    builds = [i for i in filesystem.get_file_info(fs.FileSelector(root))
+              if i.type == fs.FileType.Directory and i.base_name.startswith("b-") and i.base_name != current]
+    builds.sort(key=lambda i: i.mtime_ns or 0, reverse=True)
+    for info in builds[keep - 1:]:
+        filesystem.delete_dir(info.path)
+
+
+def write_build(output: str, tables: Sequence[pa.Table], *, key: str = "id",
+                settings: WriterSettings = WriterSettings(), config: dict[str, Any] | None = None,
+                source: dict[str, Any] | None = None):
+    """Write a complete build from in-memory tables, one per shard (for tests and tools;
+    rows are written in the order given). Returns the parsed manifest."""
+    if not tables:
+        raise ValueError("write_build: at least one shard is needed")
+    staging = new_staging_dir(output)
+    infos = [write_shard(t, staging, i, len(tables), settings) for i, t in enumerate(tables)]
+    publish_build(output, staging, infos, tables[0].schema, key=key, config=config or {},
+                  source=source or {}, settings=settings)
+    return read_manifest(output)
+
+
+def remove_build(output: str) -> None:
+    shutil.rmtree(_local(output), ignore_errors=True)
