@@ -50,8 +50,6 @@ def encode_shard(table: pa.Table, settings: WriterSettings) -> tuple[bytes, tupl
     with pq.ParquetWriter(sink, table.schema, compression=codec or "none", compression_level=level,
                           use_dictionary=True, write_statistics=True, version="2.6",
                           data_page_version="1.0", store_schema=True) as writer:
-        if table.num_rows == 0:
-            writer.write_table(table)
         for start in range(0, table.num_rows, settings.row_group_rows):
             writer.write_table(table.slice(start, settings.row_group_rows),
                                row_group_size=settings.row_group_rows)
