@@ -23,9 +23,10 @@ class ConfigError(ValueError):
 @dataclass(frozen=True)
 class PipelineSection:
     name: str = "shardforge"
-    input: str = ""            # default --input
+    input: tuple[str, ...] = ()  # document files or tables (default --input)
+    urls: tuple[str, ...] = ()   # URL lists to download (default --urls)
     output: str = ""           # default --output
-    input_format: str = "auto"  # auto | jsonl | parquet | text | urls
+    input_format: str = "auto"  # auto | jsonl | parquet | text | delta
     stages: tuple[str, ...] = ("ingest", "clean", "redact", "dedup", "build-shards")
     write_raw: bool = True      # keep the ingested rows as the `raw` Delta table
 
@@ -45,7 +46,6 @@ class IngestSection:
     id_column: str = "id"       # taken as the document id when present
     text_column: str = "text"
     source_column: str = "source"
-    keep_columns: tuple[str, ...] = ()  # extra input columns kept (as meta)
 
 
 @dataclass(frozen=True)
@@ -74,32 +74,55 @@ class DownloadSection:
     image_quality: int = 90
     partitions: int = 0                       # 0 = spark default parallelism
     retry_transient_failures: bool = False    # on resume, refetch timeout/5xx/connection rows
+    kind_column: str = "kind"                 # optional per-row expected kind: image | page | auto
+    expect: str = "auto"                      # expected kind when the row gives none: auto | image | page
+    total_timeout: float = 60.0               # whole response (headers + body) deadline, 0 = none
+    per_host_requests_per_second: float = 0.0  # 0 = no per-host pacing
+    spool_dir: str = ""                       # executors append each finished row here (resume after a kill)
 
 
 @dataclass(frozen=True)
 class CleanSection:
+    """[clean]: normalisation and quality rules (shardforge.textclean). A 0 turns a
+    max_/min_ rule off. Quality rules apply to every kind but "image" (captions)."""
     normalize_unicode: bool = True
+    unicode_form: str = "NFC"    # NFC | NFKC
     min_chars: int = 1
     max_chars: int = 10_000_000
     min_words: int = 0
     max_words: int = 0           # 0 = no limit
     min_mean_word_length: float = 0.0
     max_mean_word_length: float = 0.0   # 0 = no limit
-    max_symbol_ratio: float = 0.0       # 0 = off
-    max_non_alnum_ratio: float = 0.0    # 0 = off
+    max_symbol_ratio: float = 0.0       # '#' and ellipses per word; 0 = off
+    max_non_alnum_ratio: float = 0.0    # of non-space chars; 0 = off
+    min_alpha_word_fraction: float = 0.0
     max_duplicate_line_fraction: float = 0.0   # 0 = off
     max_duplicate_paragraph_fraction: float = 0.0
     max_ellipsis_line_fraction: float = 0.0
+    max_bullet_line_fraction: float = 0.0
     max_boilerplate_line_fraction: float = 0.0
+    boilerplate_phrases: tuple[str, ...] = (
+        "lorem ipsum", "javascript is disabled", "enable javascript", "this site uses cookies",
+        "we use cookies", "accept cookies", "cookie policy", "privacy policy", "terms of use",
+        "terms and conditions", "all rights reserved", "sign up for our newsletter",
+        "subscribe to our newsletter", "click here to", "log in to reply", "powered by wordpress")
 
 
 @dataclass(frozen=True)
 class RedactSection:
+    """[redact]: PII kinds and how spans are replaced (shardforge.pii)."""
     kinds: tuple[str, ...] = ("EMAIL", "IP_ADDRESS", "PHONE", "CREDIT_CARD", "US_SSN", "IBAN", "KEY")
     mode: str = "placeholder"    # placeholder | pseudonym
     placeholders: dict[str, str] = field(default_factory=dict)   # kind -> text, default <KIND>
     pseudonym_key: str = ""      # secret for mode = "pseudonym"
+    include_reserved: bool = False   # also redact example domains, private/reserved IPs, test cards
     max_chars: int = 64_000_000  # larger documents are rejected (invalid:too_large)
+
+    def __post_init__(self):
+        if self.mode == "pseudonym" and not self.pseudonym_key:
+            raise ConfigError("redact.pseudonym_key: required (non-empty) when redact.mode = \"pseudonym\"")
+        if self.max_chars < 1:
+            raise ConfigError(f"redact.max_chars: must be >= 1, got {self.max_chars!r}")
 
 
 @dataclass(frozen=True)
@@ -152,9 +175,11 @@ class Config:
 
 
 CHOICES: dict[str, tuple[str, ...]] = {
-    "pipeline.input_format": ("auto", "jsonl", "parquet", "text", "urls"),
+    "pipeline.input_format": ("auto", "jsonl", "parquet", "text", "delta"),
     "download.image_resize_mode": ("none", "keep_ratio", "center_crop", "border"),
     "download.image_format": ("jpeg", "png", "webp"),
+    "download.expect": ("auto", "image", "page"),
+    "clean.unicode_form": ("NFC", "NFKC"),
     "redact.mode": ("placeholder", "pseudonym"),
     "dedup.normalization": ("none", "whitespace", "lower", "lower_alnum"),
     "dedup.rank_by": ("length", "quality", "none"),

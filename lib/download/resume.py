@@ -1,0 +1,127 @@
+"""Resume support: read what earlier runs recorded (the results Delta table and the
+spool a killed run left), and merge new results into the table by url.
+
+The spool is a write-ahead log: each task appends finished rows to an Arrow
+stream file as they complete. A file cut short by a kill is read up to its last
+complete batch.
+"""
+from __future__ import annotations
+
+import os
+from typing import Optional
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from .stage import RESULT, _best_per_url
+
+
+def _fs(directory: str):
+    from pyarrow import fs as pafs
+
+    uri = directory if "://" in directory else os.path.abspath(directory)
+    return pafs.FileSystem.from_uri(uri)
+
+
+def spool_files(directory: str) -> list[str]:
+    """Spool files (full URIs) in `directory`, sorted; [] when it does not exist."""
+    from pyarrow import fs as pafs
+
+    if not directory:
+        return []
+    fs, base = _fs(directory)
+    info = fs.get_file_info(base)
+    if info.type == pafs.FileType.NotFound:
+        return []
+    sel = pafs.FileSelector(base, recursive=False)
+    prefix = directory if "://" in directory else os.path.abspath(directory)
+    return sorted(f"{prefix.rstrip('/')}/{i.base_name}" for i in fs.get_file_info(sel)
+                  if i.base_name.endswith(".arrows"))
+
+
+def read_spool_file(path: str):
+    """Yield the complete record batches of one spool file; a torn tail is ignored."""
+    from .worker import ARROW
+
+    fs, p = _fs(path)
+    try:
+        with fs.open_input_stream(p) as src:
+            reader = pa.ipc.open_stream(src)
+            while True:
+                try:
+                    batch = reader.read_next_batch()
+                except StopIteration:
+                    break
+                yield batch.cast(ARROW) if batch.schema != ARROW else batch
+    except (pa.ArrowInvalid, OSError, EOFError):
+        return
+
+
+def read_spool(spark: SparkSession, directory: str) -> Optional[DataFrame]:
+    """Every row in the spool as a RESULT DataFrame (read on the executors), or None."""
+    files = spool_files(directory)
+    if not files:
+        return None
+
+    def read(batches):
+        for b in batches:
+            for path in b.column("path").to_pylist():
+                yield from read_spool_file(path)
+
+    paths = spark.createDataFrame([(p,) for p in files], "path string").repartition(min(len(files), 64))
+    return paths.mapInArrow(read, RESULT)
+
+
+def clear_spool(directory: str) -> int:
+    """Delete the spool files (after their rows are merged into the results table)."""
+    files = spool_files(directory)
+    for f in files:
+        fs, p = _fs(f)
+        fs.delete_file(p)
+    return len(files)
+
+
+def _delta_exists(spark: SparkSession, path: str) -> bool:
+    from delta.tables import DeltaTable
+
+    try:
+        return DeltaTable.isDeltaTable(spark, path)
+    except Exception:
+        return False
+
+
+def load_previous(spark: SparkSession, results_path: Optional[str] = None,
+                  spool_dir: Optional[str] = None) -> Optional[DataFrame]:
+    """The earlier results to resume from: the Delta table at `results_path` (if any)
+    and the spool rows, best row per url. None when there is nothing."""
+    parts = []
+    if results_path and _delta_exists(spark, results_path):
+        parts.append(spark.read.format("delta").load(results_path).select(*RESULT.fieldNames()))
+    spooled = read_spool(spark, spool_dir) if spool_dir else None
+    if spooled is not None:
+        parts.append(spooled)
+    if not parts:
+        return None
+    df = parts[0]
+    for p in parts[1:]:
+        df = df.unionByName(p)
+    return _best_per_url(df.where(F.col("status") != "duplicate_url"))
+
+
+def merge_results(spark: SparkSession, results: DataFrame, path: str) -> None:
+    """Merge `results` into the Delta table at `path` by url (created if absent):
+    one row per url; a new row replaces an old one unless the old is ok and the new
+    is not (an ok result is never downgraded). Rows of status duplicate_url are
+    not stored (they describe list rows, not URLs)."""
+    from delta.tables import DeltaTable
+
+    src = _best_per_url(results.where(F.col("status") != "duplicate_url").where(F.col("url").isNotNull()))
+    if not _delta_exists(spark, path):
+        src.write.format("delta").mode("errorifexists").save(path)
+        return
+    (DeltaTable.forPath(spark, path).alias("t")
+     .merge(src.alias("s"), "t.url = s.url")
+     .whenMatchedUpdateAll(condition="NOT (t.status = 'ok' AND s.status <> 'ok')")
+     .whenNotMatchedInsertAll()
+     .execute())

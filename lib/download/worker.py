@@ -1,0 +1,211 @@
+"""What runs inside one Spark task: fetch a partition's URLs with a bounded thread
+pool and turn each response into one result row (page text or processed image).
+
+`run_partition` is the mapInArrow body. It admits a URL to the pool only while its
+host is under `per_host_connections`, keeps at most a few times `threads_per_task`
+rows buffered, and, when a spool directory is given, appends every finished row to
+an Arrow stream file there (flushed at once) so a killed job loses only the URLs
+that were in flight.
+"""
+from __future__ import annotations
+
+import collections
+import datetime as dt
+import time
+import uuid
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from typing import Iterator, Optional
+
+import pyarrow as pa
+
+from .fetch import Fetched, Fetcher
+from .guard import host_key
+from .images import ImageFailure, process_image
+from .text import page_text
+
+PAGE_TYPES = ("text/html", "application/xhtml+xml", "text/plain")
+IMAGE_MAGIC = (b"\xff\xd8\xff", b"\x89PNG\r\n\x1a\n", b"GIF87a", b"GIF89a", b"BM", b"II*\x00", b"MM\x00*")
+
+# Columns the worker produces, in order; the Spark schema mirrors it (schema.py).
+ARROW = pa.schema([
+    ("url", pa.string()), ("caption", pa.string()), ("meta", pa.string()), ("source", pa.string()),
+    ("expect", pa.string()), ("kind", pa.string()), ("status", pa.string()), ("error", pa.string()),
+    ("http_status", pa.int32()), ("attempts", pa.int32()), ("final_url", pa.string()),
+    ("content_type", pa.string()), ("fetched_at", pa.timestamp("us", tz="UTC")),
+    ("fetch_seconds", pa.float64()), ("bytes", pa.int64()), ("sha256", pa.string()),
+    ("charset", pa.string()), ("title", pa.string()), ("text", pa.string()), ("image", pa.binary()),
+    ("image_width", pa.int32()), ("image_height", pa.int32()), ("original_width", pa.int32()),
+    ("original_height", pa.int32()), ("image_format", pa.string()),
+])
+INPUT = ("url", "caption", "meta", "source", "expect")
+
+
+def _looks_like_image(body: bytes) -> bool:
+    return body.startswith(IMAGE_MAGIC) or (body[:4] == b"RIFF" and body[8:12] == b"WEBP")
+
+
+def classify(fetched: Fetched, expect: str) -> tuple[Optional[str], Optional[str]]:
+    """(kind, None) for a usable response, or (None, failure status). An explicit
+    image/* type or image magic bytes make an image; HTML/XHTML/plain text a page."""
+    ctype = (fetched.content_type or "").split(";")[0].strip().lower()
+    body = fetched.body or b""
+    is_image = ctype.startswith("image/") or (ctype in ("", "application/octet-stream", "binary/octet-stream")
+                                               and _looks_like_image(body))
+    is_page = ctype in PAGE_TYPES or (ctype == "" and body.lstrip()[:1] == b"<")
+    if expect == "image":
+        return ("image", None) if is_image else (None, "not_image")
+    if expect == "page":
+        return ("page", None) if is_page else (None, "not_page")
+    if is_image:
+        return "image", None
+    if is_page:
+        return "page", None
+    return None, "unsupported_type"
+
+
+def handle(fetcher: Fetcher, cfg, row: dict) -> dict:
+    """Fetch and process one input row into one result row. Never raises."""
+    started = time.time()
+    t0 = time.monotonic()
+    out = {k: row.get(k) for k in INPUT}
+    expect = (row.get("expect") or cfg.expect or "auto").lower()
+    if expect not in ("auto", "image", "page"):
+        expect = "auto"
+    f = fetcher.fetch(row.get("url"))
+    out.update(status=f.status, error=f.error, http_status=f.http_status, attempts=f.attempts,
+               final_url=f.final_url, content_type=f.content_type)
+    if f.body is not None:
+        import hashlib
+
+        out["bytes"] = len(f.body)
+        out["sha256"] = hashlib.sha256(f.body).hexdigest()
+    if f.status == "ok":
+        kind, failure = classify(f, expect)
+        if failure:
+            out.update(status=failure, error=f"content type {f.content_type!r} for expected {expect}")
+        elif kind == "image":
+            try:
+                img = process_image(f.body, max_pixels=cfg.image_max_pixels, resize_mode=cfg.image_resize_mode,
+                                    size=cfg.image_size, fmt=cfg.image_format, quality=cfg.image_quality)
+                out.update(kind="image", image=img.data, image_width=img.width, image_height=img.height,
+                           original_width=img.original_width, original_height=img.original_height,
+                           image_format=img.original_format)
+            except ImageFailure as exc:
+                out.update(status=exc.status, error=exc.error)
+            except Exception as exc:   # pillow bug on hostile input: a row, not a crash
+                out.update(status="decode_error", error=f"{type(exc).__name__}: {exc}")
+        else:
+            try:
+                charset, title, text = page_text(f.body, f.content_type)
+                out.update(kind="page", charset=charset, title=title, text=text)
+            except Exception as exc:
+                out.update(status="decode_error", error=f"{type(exc).__name__}: {exc}")
+    out["fetched_at"] = dt.datetime.fromtimestamp(started, dt.timezone.utc)
+    out["fetch_seconds"] = round(time.monotonic() - t0, 6)
+    return out
+
+
+def to_batch(rows: list[dict]) -> pa.RecordBatch:
+    return pa.RecordBatch.from_pylist(rows, schema=ARROW)
+
+
+class Spool:
+    """An Arrow stream file per task attempt in `directory`; each write is flushed."""
+
+    def __init__(self, directory: str, name: str):
+        import os
+
+        from pyarrow import fs as pafs
+
+        uri = directory if "://" in directory else os.path.abspath(directory)
+        self.fs, base = pafs.FileSystem.from_uri(uri)
+        self.fs.create_dir(base, recursive=True)
+        self.path = f"{base.rstrip('/')}/{name}.arrows"
+        self._sink = None
+        self._writer = None
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        if self._writer is None:
+            self._sink = self.fs.open_output_stream(self.path)
+            self._writer = pa.ipc.new_stream(self._sink, ARROW)
+        self._writer.write_batch(batch)
+        self._sink.flush()
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._sink.close()
+
+
+def run_partition(batches: Iterator[pa.RecordBatch], cfg, *, rate_share: float = 0.0,
+                  spool_dir: str = "", run_id: str = "run", out_rows: int = 64) -> Iterator[pa.RecordBatch]:
+    """Fetch every input row of the partition; yield exactly one result row per input row."""
+    spool = None
+    if spool_dir:
+        try:
+            from pyspark import TaskContext
+
+            tc = TaskContext.get()
+            tag = f"p{tc.partitionId():05d}-a{tc.attemptNumber()}" if tc else "local"
+        except Exception:
+            tag = "local"
+        spool = Spool(spool_dir, f"{run_id}-{tag}-{uuid.uuid4().hex[:8]}")
+    fetcher = Fetcher(cfg, rate_share=rate_share)
+    threads = max(1, cfg.threads_per_task)
+    cap = cfg.per_host_connections
+    buffer_limit = threads * 4
+    waiting: dict[str, collections.deque] = collections.defaultdict(collections.deque)
+    active: collections.Counter = collections.Counter()
+    futures: dict = {}
+    done_rows: list[dict] = []
+    buffered = 0
+
+    def admit(row: dict, host: str) -> None:
+        active[host] += 1
+        futures[pool.submit(handle, fetcher, cfg, row)] = host
+
+    def settle(block: bool) -> None:
+        nonlocal buffered
+        if not futures:
+            return
+        done, _ = wait(list(futures), timeout=None if block else 0, return_when=FIRST_COMPLETED)
+        finished = []
+        for fut in done:
+            host = futures.pop(fut)
+            finished.append(fut.result())
+            active[host] -= 1
+            if waiting[host]:
+                admit(waiting[host].popleft(), host)
+        buffered -= len(finished)
+        if spool is not None and finished:
+            spool.write(to_batch(finished))
+        done_rows.extend(finished)
+
+    pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="shardforge-fetch")
+    try:
+        for batch in batches:
+            for row in batch.to_pylist():
+                host = host_key(row.get("url") or "")
+                buffered += 1
+                if cap > 0 and active[host] >= cap:
+                    waiting[host].append(row)
+                else:
+                    admit(row, host)
+                while buffered >= buffer_limit or len(futures) >= threads * 2:
+                    settle(block=True)
+                settle(block=False)
+                if len(done_rows) >= out_rows:
+                    yield to_batch(done_rows)
+                    done_rows = []
+        while futures:
+            settle(block=True)
+            if len(done_rows) >= out_rows:
+                yield to_batch(done_rows)
+                done_rows = []
+        if done_rows:
+            yield to_batch(done_rows)
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+        fetcher.close()
+        if spool is not None:
+            spool.close()
