@@ -1,0 +1,72 @@
+"""CREDIT_CARD: 13-19 digit card numbers, plain or in the usual groups (spaces or
+hyphens), with a known issuer prefix and a valid Luhn check digit. The processors'
+published test numbers (4111 1111 1111 1111, 4242..., ...) are examples, not PII."""
+from __future__ import annotations
+
+import re
+
+from .spans import Span, luhn_ok
+
+_CAND = re.compile(r"[0-9](?<![A-Za-z0-9_.\-/,][0-9])[0-9 \-]{11,22}+")
+# digits only, or groups split by ONE kind of separator
+_GROUPINGS = {(4, 4, 4, 4), (4, 4, 4, 4, 3), (4, 6, 5), (4, 6, 4), (4, 4, 4, 1), (4, 4, 4, 2), (4, 4, 4, 3),
+              (4, 4, 4, 4, 1), (4, 4, 4, 4, 2), (4, 4, 5), (6, 13), (4, 4, 4, 4, 4)}
+TEST_NUMBERS = frozenset({
+    "4111111111111111", "4242424242424242", "4012888888881881", "4000056655665556", "4222222222222",
+    "5555555555554444", "5105105105105100", "5200828282828210", "2223003122003222",
+    "378282246310005", "371449635398431", "378734493671000", "6011111111111117", "6011000990139424",
+    "3530111333300000", "3566002020360505", "30569309025904", "38520000023237", "6200000000000005",
+    "4000000000000002", "4000000000000077", "4000000000000069", "4000000000000119"})
+
+
+def brand_ok(digits: str) -> bool:
+    """True if the issuer prefix and the length fit a known card network."""
+    n = len(digits)
+    p2, p3, p4, p6 = int(digits[:2]), int(digits[:3]), int(digits[:4]), int(digits[:6])
+    if digits[0] == "4":
+        return n in (13, 16, 19)                                   # Visa
+    if 51 <= p2 <= 55 or 2221 <= p4 <= 2720:
+        return n == 16                                             # Mastercard
+    if p2 in (34, 37):
+        return n == 15                                             # American Express
+    if p4 == 6011 or p2 == 65 or 644 <= p3 <= 649 or 622126 <= p6 <= 622925:
+        return 16 <= n <= 19                                       # Discover
+    if 3528 <= p4 <= 3589:
+        return 16 <= n <= 19                                       # JCB
+    if 300 <= p3 <= 305 or p2 in (36, 38, 39) or p4 == 3095:
+        return 14 <= n <= 19                                       # Diners Club
+    if p2 == 62:
+        return 16 <= n <= 19                                       # UnionPay
+    if p2 in (50, 56, 57, 58, 63, 67) or p2 == 68 or p2 == 69 or p2 == 60:
+        return 12 <= n <= 19                                       # Maestro and others
+    return False
+
+
+def find(text: str, include_reserved: bool = False) -> list[Span]:
+    """CREDIT_CARD spans; validated by grouping, issuer prefix and Luhn."""
+    out = []
+    n = len(text)
+    for m in _CAND.finditer(text):
+        s, e = m.span()
+        while e > s and not text[e - 1].isdigit():
+            e -= 1
+        if e < n and (text[e].isalnum() or text[e] == "_" or (text[e] in ".-," and e + 1 < n and text[e + 1].isdigit())):
+            continue
+        cand = text[s:e]
+        seps = {ch for ch in cand if not ch.isdigit()}
+        if len(seps) > 1:
+            continue
+        if seps:
+            sep = seps.pop()
+            groups = cand.split(sep)
+            if any(not g for g in groups) or tuple(len(g) for g in groups) not in _GROUPINGS:
+                continue
+        digits = cand.replace(" ", "").replace("-", "")
+        if not 13 <= len(digits) <= 19 or not brand_ok(digits) or not luhn_ok(digits):
+            continue
+        if len(set(digits)) <= 2:
+            continue                                # 4444 4444 4444 4448 and the like
+        if not include_reserved and digits in TEST_NUMBERS:
+            continue
+        out.append(Span(s, e, "CREDIT_CARD"))
+    return out

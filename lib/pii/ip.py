@@ -1,0 +1,92 @@
+"""IP_ADDRESS: IPv4 and IPv6 addresses that reach the public internet.
+
+Policy (see README.md here): private, loopback, link-local, shared (CGNAT),
+multicast, reserved, benchmarking and documentation ranges are not redacted
+unless `include_reserved`; version look-alikes (leading-zero octets, dotted runs
+longer than four, `v1.2.3.4`, `version 1.2.3.4`, `Chrome/120.0.1.2`, `x.y.0.0`)
+are not addresses.
+"""
+from __future__ import annotations
+
+import ipaddress
+import re
+
+from .spans import Span
+
+_V4 = re.compile(r"[0-9](?<![A-Za-z0-9_.\-][0-9])[0-9]{0,2}+(?:\.[0-9]{1,3}+){3}")
+_V6 = re.compile(r"[0-9A-Fa-f:](?<![0-9A-Za-z_:.\-][0-9A-Fa-f:])[0-9A-Fa-f:.]{2,45}+")
+_VERSION_BEFORE = re.compile(
+    r"(?i)(?:\bv|\bversion|\bver\.?|\brelease|\bbuild|\bfirmware|\bfw|\bupdate|\bupgrade|\bdowngrade"
+    r"|\bpatch|\bbump(?:ed)?|\brev|\bsemver|\bapi|\bspec|\bprotocol)\s*[:=]?\s*(?:to\s+|from\s+)?\Z")
+_V6_GLOBAL = ipaddress.ip_network("2000::/3")
+_WORD = re.compile(r"[A-Za-z0-9_]")
+
+
+def _public_v4(addr: ipaddress.IPv4Address) -> bool:
+    return addr.is_global and not addr.is_multicast
+
+
+def _public_v6(addr: ipaddress.IPv6Address) -> bool:
+    if addr.ipv4_mapped is not None:
+        return _public_v4(addr.ipv4_mapped)
+    return addr in _V6_GLOBAL and addr.is_global
+
+
+def _v4_candidates(text: str, include_reserved: bool) -> list[Span]:
+    out = []
+    n = len(text)
+    for m in _V4.finditer(text):
+        s, e = m.span()
+        if e < n and (_WORD.match(text[e]) or (text[e] in ".-" and e + 1 < n and text[e + 1].isdigit())):
+            continue                              # part of a longer dotted run or token
+        octets = m.group().split(".")
+        if any(len(o) > 1 and o[0] == "0" for o in octets) or any(int(o) > 255 for o in octets):
+            continue
+        if octets[2] == "0" and octets[3] == "0":
+            continue                              # x.y.0.0: a network or a version, not a host
+        if s > 0 and text[s - 1] == "/" and s > 1 and text[s - 2].isalnum():
+            continue                              # Product/1.2.3.4 (user agents, tool versions)
+        if _VERSION_BEFORE.search(text, max(0, s - 24), s):
+            continue
+        addr = ipaddress.IPv4Address(m.group())
+        if include_reserved or _public_v4(addr):
+            out.append(Span(s, e, "IP_ADDRESS"))
+    return out
+
+
+def _v6_candidates(text: str, include_reserved: bool) -> list[Span]:
+    out = []
+    n = len(text)
+    for m in _V6.finditer(text):
+        s, e = m.span()
+        cand = m.group()
+        if cand.count(":") < 2:
+            continue
+        while cand and cand[-1] == "." :
+            cand = cand[:-1]
+        if e < n and (_WORD.match(text[e]) and not text[e] == "%"):
+            continue
+        addr = None
+        for c in (cand, cand.rstrip(":")):
+            try:
+                addr = ipaddress.IPv6Address(c)
+                cand = c
+                break
+            except ValueError:
+                continue
+        if addr is None:
+            continue
+        groups = [g for g in cand.split(":") if g]
+        if len(groups) < 3 and addr.ipv4_mapped is None:
+            continue                              # a::b, dead::beef: too short to be an address
+        if include_reserved or _public_v6(addr):
+            out.append(Span(s, s + len(cand), "IP_ADDRESS"))
+    return out
+
+
+def find(text: str, include_reserved: bool = False) -> list[Span]:
+    """IP_ADDRESS spans (IPv4 and IPv6). Linear: bounded regexes, one pass each."""
+    out = _v4_candidates(text, include_reserved) if "." in text else []
+    if "::" in text or text.count(":") >= 7:
+        out += _v6_candidates(text, include_reserved)
+    return out

@@ -1,0 +1,92 @@
+"""PHONE: North American numbers in separated formats, and international numbers
+written with `+` or `00` and a valid country calling code.
+
+Policy: a bare run of digits is not a phone number (too many ids look alike);
+NANP numbers need separators or a `+1`; the fictional range 555-0100..555-0199 and
+N11 area codes are not phones; numbers after `ISBN`, `#`, `No.`/`order` are ids.
+"""
+from __future__ import annotations
+
+import re
+
+from .spans import Span
+
+_CAND = re.compile(r"[+(0-9](?<![A-Za-z0-9_.+\-/:#$€£=,][+(0-9])[0-9 ().\-+]{6,24}+")
+_NANP = re.compile(
+    r"(?:\+?1[ .\-]?)?(?:\(([2-9][0-9]{2})\) ?|([2-9][0-9]{2})([ .\-]))([2-9][0-9]{2})[ .\-]([0-9]{4})\Z")
+_NANP_PLUS = re.compile(r"\+1([2-9][0-9]{2})([2-9][0-9]{2})([0-9]{4})\Z")
+_INTL = re.compile(r"(?:\+|00 ?)([1-9][0-9]{0,2})(?:[ .\-]?\(?0?\)?[ .\-]?)?((?:[ .\-]?\(?[0-9]{1,5}\)?){2,7})\Z")
+_INTL_E164 = re.compile(r"\+([1-9][0-9]{7,14})\Z")
+_ID_BEFORE = re.compile(r"(?i)(?:isbn(?:-1[03])?|#|\bno\.?|\border|\binvoice|\bref|\bid|\bserial|\bticket)\s*[:#]?\s*\Z")
+_SEPARATED_GROUPS = re.compile(r"[0-9]+")
+
+COUNTRY_CODES = frozenset(
+    "1 7 20 27 30 31 32 33 34 36 39 40 41 43 44 45 46 47 48 49 51 52 53 54 55 56 57 58 60 61 62 63 64 "
+    "65 66 81 82 84 86 90 91 92 93 94 95 98 211 212 213 216 218 220 221 222 223 224 225 226 227 228 "
+    "229 230 231 232 233 234 235 236 237 238 239 240 241 242 243 244 245 246 248 249 250 251 252 253 "
+    "254 255 256 257 258 260 261 262 263 264 265 266 267 268 269 290 291 297 298 299 350 351 352 353 "
+    "354 355 356 357 358 359 370 371 372 373 374 375 376 377 378 380 381 382 383 385 386 387 389 420 "
+    "421 423 500 501 502 503 504 505 506 507 508 509 590 591 592 593 594 595 596 597 598 599 670 672 "
+    "673 674 675 676 677 678 679 680 681 682 683 685 686 687 688 689 690 691 692 850 852 853 855 856 "
+    "880 886 960 961 962 963 964 965 966 967 968 970 971 972 973 974 975 976 977 992 993 994 995 996 "
+    "998".split())
+
+
+def _nanp_ok(npa: str, nxx: str, line: str) -> bool:
+    if npa[1:] == "11" or nxx[1:] == "11":
+        return False                               # N11 service codes
+    if nxx == "555" and line.startswith("01"):
+        return False                               # 555-0100..0199: reserved for fiction
+    return True
+
+
+def _intl_ok(cand: str) -> bool:
+    digits = "".join(ch for ch in cand if ch.isdigit())
+    if cand.startswith("00"):
+        digits = digits[2:]
+    if not 8 <= len(digits) <= 15:
+        return False
+    if not any(digits[:k] in COUNTRY_CODES for k in (1, 2, 3)):
+        return False
+    if digits.startswith("1"):
+        rest = digits[1:]
+        return len(rest) == 10 and rest[0] in "23456789" and rest[3] in "23456789" and \
+            _nanp_ok(rest[:3], rest[3:6], rest[6:])
+    groups = _SEPARATED_GROUPS.findall(cand)
+    if len(groups) == 1:
+        return bool(_INTL_E164.match(cand))
+    return bool(_INTL.match(cand))
+
+
+def find(text: str, include_reserved: bool = False) -> list[Span]:
+    """PHONE spans. One linear scan for digit runs with separators, then validation."""
+    out = []
+    n = len(text)
+    for m in _CAND.finditer(text):
+        s, e = m.span()
+        while e > s and not text[e - 1].isdigit() and text[e - 1] != ")":
+            e -= 1
+        if text[e - 1] == ")" and text[s] != "(":
+            e -= 1
+            while e > s and not text[e - 1].isdigit():
+                e -= 1
+        cand = text[s:e]
+        if e < n and (text[e].isalnum() or text[e] == "_" or (text[e] in ".-/" and e + 1 < n and text[e + 1].isdigit())):
+            continue
+        if cand.count("(") != cand.count(")"):
+            continue
+        if _ID_BEFORE.search(text, max(0, s - 12), s):
+            continue
+        if cand[0] == "+" or cand.startswith("00"):
+            if cand.count("+") == 1 and _intl_ok(cand):
+                out.append(Span(s, e, "PHONE"))
+            continue
+        if "+" in cand:
+            continue
+        mm = _NANP.match(cand)
+        if mm:
+            npa = mm.group(1) or mm.group(2)
+            if _nanp_ok(npa, mm.group(4), mm.group(5)) and (mm.group(3) is None or
+                                                             cand.count(mm.group(3)) >= 2):
+                out.append(Span(s, e, "PHONE"))
+    return out

@@ -1,0 +1,123 @@
+"""Runs the detectors, resolves overlaps and replaces spans by placeholders or keyed
+pseudonyms. Redaction is idempotent: placeholders and pseudonyms are never detected
+again, so redacting redacted text changes nothing."""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+from typing import Callable, Iterable, Mapping
+
+from . import card, email, iban, ip, phone, secrets, ssn
+from .spans import Span, drop_overlapping, resolve
+
+DETECTORS: dict[str, Callable[[str, bool], list[Span]]] = {
+    "EMAIL": email.find,
+    "IP_ADDRESS": ip.find,
+    "PHONE": phone.find,
+    "CREDIT_CARD": card.find,
+    "US_SSN": ssn.find,
+    "IBAN": iban.find,
+    "KEY": secrets.find,
+}
+ALL_KINDS = tuple(DETECTORS)
+PSEUDONYM_HEX = 12
+_PSEUDONYM = re.compile(r"<(?:" + "|".join(ALL_KINDS) + r")_[0-9a-f]{%d}>" % PSEUDONYM_HEX)
+
+
+class Redactor:
+    """Configured detection and redaction. Thread-safe and cheap to build; build one
+    per Arrow batch or per process.
+
+    mode "placeholder": each span becomes `placeholders.get(kind, "<KIND>")`.
+    mode "pseudonym": each span becomes `<KIND_h>` with h the first 12 hex digits of
+    HMAC-SHA256(key, kind + NUL + value): the same value gives the same pseudonym on
+    every machine, and different values almost surely differ.
+    """
+
+    def __init__(self, kinds: Iterable[str] = ALL_KINDS, *, mode: str = "placeholder",
+                 placeholders: Mapping[str, str] | None = None, pseudonym_key: str | bytes = b"",
+                 include_reserved: bool = False):
+        self.kinds = tuple(k for k in ALL_KINDS if k in set(kinds))
+        unknown = set(kinds) - set(ALL_KINDS)
+        if unknown:
+            raise ValueError(f"unknown PII kind {sorted(unknown)[0]!r} (known: {', '.join(ALL_KINDS)})")
+        if mode not in ("placeholder", "pseudonym"):
+            raise ValueError(f"mode must be 'placeholder' or 'pseudonym', got {mode!r}")
+        if mode == "pseudonym" and not pseudonym_key:
+            raise ValueError("pseudonym mode needs a non-empty pseudonym_key")
+        self.mode = mode
+        self.placeholders = {k: (placeholders or {}).get(k, f"<{k}>") for k in ALL_KINDS}
+        self.key = pseudonym_key.encode("utf-8") if isinstance(pseudonym_key, str) else bytes(pseudonym_key)
+        self.include_reserved = include_reserved
+        texts = sorted({p for p in self.placeholders.values() if p}, key=len, reverse=True)
+        self._protect = re.compile("|".join([_PSEUDONYM.pattern] + [re.escape(t) for t in texts]))
+        for kind, text in self.placeholders.items():
+            if self._raw_detect(text):
+                raise ValueError(f"placeholder for {kind} ({text!r}) would itself be detected as PII")
+
+    def _raw_detect(self, text: str) -> list[Span]:
+        found: list[Span] = []
+        for kind in self.kinds:
+            found += DETECTORS[kind](text, self.include_reserved)
+        return resolve(found)
+
+    def detect(self, text: str | None) -> list[Span]:
+        """Non-overlapping spans sorted by start; never inside a placeholder or
+        pseudonym. None or "" gives []."""
+        if not text:
+            return []
+        spans = self._raw_detect(text)
+        if spans:
+            protected = [m.span() for m in self._protect.finditer(text)]
+            spans = drop_overlapping(spans, protected)
+        return spans
+
+    def replacement(self, kind: str, value: str) -> str:
+        if self.mode == "placeholder":
+            return self.placeholders[kind]
+        digest = hmac.new(self.key, f"{kind}\0{value}".encode("utf-8", "surrogatepass"), hashlib.sha256)
+        return f"<{kind}_{digest.hexdigest()[:PSEUDONYM_HEX]}>"
+
+    def redact(self, text: str | None) -> tuple[str | None, dict[str, int]]:
+        """(redacted text, counts by kind). None stays None; counts only name kinds found."""
+        spans = self.detect(text)
+        if not spans:
+            return text, {}
+        parts, counts, pos = [], {}, 0
+        for s in spans:
+            parts.append(text[pos:s.start])
+            parts.append(self.replacement(s.kind, text[s.start:s.end]))
+            counts[s.kind] = counts.get(s.kind, 0) + 1
+            pos = s.end
+        parts.append(text[pos:])
+        return "".join(parts), counts
+
+
+_DEFAULT: Redactor | None = None
+
+
+def _default() -> Redactor:
+    global _DEFAULT
+    if _DEFAULT is None:
+        _DEFAULT = Redactor()
+    return _DEFAULT
+
+
+def detect(text: str | None, kinds: Iterable[str] | None = None, *, include_reserved: bool = False) -> list[tuple[int, int, str]]:
+    """Spans `(start, end, kind)` sorted by start, with the default policies."""
+    if kinds is None and not include_reserved:
+        return [tuple(s) for s in _default().detect(text)]
+    r = Redactor(kinds if kinds is not None else ALL_KINDS, include_reserved=include_reserved)
+    return [tuple(s) for s in r.detect(text)]
+
+
+def redact(text: str | None, kinds: Iterable[str] | None = None, *, mode: str = "placeholder",
+           placeholders: Mapping[str, str] | None = None, pseudonym_key: str | bytes = b"",
+           include_reserved: bool = False) -> tuple[str | None, dict[str, int]]:
+    """Redacted text and counts by kind. Idempotent: redact(redact(t)[0])[0] == redact(t)[0]."""
+    if kinds is None and mode == "placeholder" and not placeholders and not include_reserved:
+        return _default().redact(text)
+    r = Redactor(kinds if kinds is not None else ALL_KINDS, mode=mode, placeholders=placeholders,
+                 pseudonym_key=pseudonym_key, include_reserved=include_reserved)
+    return r.redact(text)

@@ -1,0 +1,39 @@
+"""US_SSN: `AAA-GG-SSSS` (hyphens or spaces) with a valid area (not 000, 666,
+900-999), group (not 00) and serial (not 0000); nine bare digits only right after
+`SSN`/`social security`. Advertised and documentation numbers (078-05-1120,
+219-09-9999, 123-45-6789) are examples, not PII."""
+from __future__ import annotations
+
+import re
+
+from .spans import Span
+
+_SEP = re.compile(r"[0-9](?<![A-Za-z0-9_.\-/:+$][0-9])[0-9]{2}([\- ])[0-9]{2}\1[0-9]{4}")
+_BARE = re.compile(r"(?i:\bssn|\bsocial[ \-]security(?:[ \-]n(?:umber|o\.?))?)[ \t:#=\-]{0,6}+([0-9]{9})")
+EXAMPLES = frozenset({"078051120", "219099999", "123456789", "457555462"})
+
+
+def valid(digits: str) -> bool:
+    """The SSA's structural rules for a 9-digit SSN."""
+    area, group, serial = digits[:3], digits[3:5], digits[5:]
+    return area not in ("000", "666") and area[0] != "9" and group != "00" and serial != "0000"
+
+
+def find(text: str, include_reserved: bool = False) -> list[Span]:
+    """US_SSN spans."""
+    out = []
+    n = len(text)
+    for m in _SEP.finditer(text):
+        s, e = m.span()
+        if e < n and (text[e].isalnum() or text[e] == "_" or (text[e] in ".-/" and e + 1 < n and text[e + 1].isdigit())):
+            continue
+        digits = m.group().replace("-", "").replace(" ", "")
+        if valid(digits) and (include_reserved or digits not in EXAMPLES):
+            out.append(Span(s, e, "US_SSN"))
+    for m in _BARE.finditer(text):
+        s, e = m.span(1)
+        if e < n and text[e].isalnum():
+            continue
+        if valid(m.group(1)) and (include_reserved or m.group(1) not in EXAMPLES):
+            out.append(Span(s, e, "US_SSN"))
+    return out

@@ -1,0 +1,176 @@
+"""Pure text-cleaning kernels: Unicode/whitespace normalisation and the document
+quality rules (Gopher/C4 style). No Spark here; `clean.py` runs these per Arrow batch.
+
+Normalisation (`normalize`): lone surrogates removed, Unicode NFC (or NFKC),
+control and format characters removed (tab and newline kept, CR/LF and Unicode
+line separators become newline), Unicode spaces become a space, runs of spaces and
+tabs inside a line collapse to one space (leading indentation is kept, so code keeps
+its shape), trailing spaces go, at most one blank line in a row, and the text is
+stripped. It is idempotent: normalize(normalize(t)) == normalize(t).
+"""
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+from typing import Sequence
+
+_SURROGATES = re.compile("[\ud800-\udfff]")
+_NEWLINES = re.compile("\r\n|[\r\u0085\u2028\u2029\x0b\x0c]")
+# C0/C1 controls except \t \n, zero-width and bidi format characters, BOM, noncharacters
+_CONTROL = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x84\x86-\x9f\u200b\u200c\u200e\u200f\u202a-\u202e"
+                      "\u2060-\u2064\u2066-\u206f\ufeff\ufffe\uffff]")
+_UNI_SPACES = re.compile("[\u00a0\u1680\u2000-\u200a\u202f\u205f\u3000]")
+_INNER_SPACES = re.compile(r"(?<=\S)[ \t]+")
+_TRAILING = re.compile(r"[ \t]+(?=\n)|^[ \t]+$", re.M)
+_BLANKS = re.compile("\n{3,}")
+_WORD_STRIP = "\"'()[]{}<>.,;:!?*`“”‘’«»"
+_ELLIPSIS_END = re.compile(r"(?:\.\.\.|…)\s*$")
+_BULLET_START = re.compile(r"^\s*(?:[•\-\*‣◦⁃▪▫●○]|\d+[.)])\s")
+
+DEFAULT_BOILERPLATE = (
+    "lorem ipsum", "javascript is disabled", "enable javascript", "this site uses cookies",
+    "we use cookies", "accept cookies", "cookie policy", "privacy policy", "terms of use",
+    "terms and conditions", "all rights reserved", "sign up for our newsletter",
+    "subscribe to our newsletter", "click here to", "log in to reply", "powered by wordpress",
+)
+
+
+def normalize(text: str, form: str = "NFC") -> str:
+    """The normalised text (see module docstring). `form` is "NFC", "NFKC" or "" (none)."""
+    if not text:
+        return ""
+    if _SURROGATES.search(text):
+        text = _SURROGATES.sub("", text)
+    if form:
+        text = unicodedata.normalize(form, text)
+    text = _NEWLINES.sub("\n", text)
+    text = _CONTROL.sub("", text)
+    text = _UNI_SPACES.sub(" ", text)
+    text = _INNER_SPACES.sub(" ", text)
+    text = _TRAILING.sub("", text)
+    text = _BLANKS.sub("\n\n", text)
+    return text.strip()
+
+
+@dataclass(frozen=True)
+class Rules:
+    """Thresholds of the quality rules; 0 switches a max_/min_ rule off (min_chars 0 too)."""
+    min_chars: int = 1
+    max_chars: int = 0
+    min_words: int = 0
+    max_words: int = 0
+    min_mean_word_length: float = 0.0
+    max_mean_word_length: float = 0.0
+    max_symbol_ratio: float = 0.0
+    max_non_alnum_ratio: float = 0.0
+    min_alpha_word_fraction: float = 0.0
+    max_duplicate_line_fraction: float = 0.0
+    max_duplicate_paragraph_fraction: float = 0.0
+    max_ellipsis_line_fraction: float = 0.0
+    max_bullet_line_fraction: float = 0.0
+    max_boilerplate_line_fraction: float = 0.0
+    boilerplate_phrases: tuple[str, ...] = DEFAULT_BOILERPLATE
+
+
+def _dup_fraction(items: Sequence[str]) -> float:
+    """Fraction of items that repeat an earlier item (Gopher's duplicate-line rule)."""
+    if not items:
+        return 0.0
+    seen: set[str] = set()
+    dups = 0
+    for it in items:
+        if it in seen:
+            dups += 1
+        else:
+            seen.add(it)
+    return dups / len(items)
+
+
+def failed_rule(text: str, rules: Rules) -> str | None:
+    """The first rule `text` (already normalised) fails, by name, or None if it passes.
+
+    Rules run in a fixed order, so a document has exactly one reason:
+    min_chars, max_chars, min_words, max_words, min/max_mean_word_length,
+    max_symbol_ratio ('#' and ellipses per word), max_non_alnum_ratio (of non-space
+    chars), min_alpha_word_fraction, max_duplicate_line_fraction,
+    max_duplicate_paragraph_fraction, max_ellipsis_line_fraction,
+    max_bullet_line_fraction, max_boilerplate_line_fraction.
+    """
+    n = len(text)
+    if n < rules.min_chars:
+        return "min_chars"
+    if rules.max_chars and n > rules.max_chars:
+        return "max_chars"
+    need_words = (rules.min_words or rules.max_words or rules.min_mean_word_length
+                  or rules.max_mean_word_length or rules.max_symbol_ratio or rules.min_alpha_word_fraction)
+    if need_words:
+        words = text.split()
+        nw = len(words)
+        if nw < rules.min_words:
+            return "min_words"
+        if rules.max_words and nw > rules.max_words:
+            return "max_words"
+        if rules.min_mean_word_length or rules.max_mean_word_length:
+            stripped = [w.strip(_WORD_STRIP) for w in words]
+            stripped = [w for w in stripped if w]
+            mean = sum(map(len, stripped)) / len(stripped) if stripped else 0.0
+            if mean < rules.min_mean_word_length:
+                return "min_mean_word_length"
+            if rules.max_mean_word_length and mean > rules.max_mean_word_length:
+                return "max_mean_word_length"
+        if rules.max_symbol_ratio:
+            symbols = text.count("#") + text.count("...") + text.count("…")
+            if symbols / max(nw, 1) > rules.max_symbol_ratio:
+                return "max_symbol_ratio"
+    if rules.max_non_alnum_ratio:
+        visible = n - sum(text.count(c) for c in " \n\t")
+        alnum = sum(1 for c in text if c.isalnum())
+        if visible and (visible - alnum) / visible > rules.max_non_alnum_ratio:
+            return "max_non_alnum_ratio"
+    if rules.min_alpha_word_fraction:
+        words = text.split()
+        alpha = sum(1 for w in words if any(c.isalpha() for c in w))
+        if words and alpha / len(words) < rules.min_alpha_word_fraction:
+            return "min_alpha_word_fraction"
+    if not (rules.max_duplicate_line_fraction or rules.max_duplicate_paragraph_fraction
+            or rules.max_ellipsis_line_fraction or rules.max_bullet_line_fraction
+            or rules.max_boilerplate_line_fraction):
+        return None
+    lines = [ln for ln in text.split("\n") if ln.strip()]
+    if rules.max_duplicate_line_fraction and _dup_fraction(lines) > rules.max_duplicate_line_fraction:
+        return "max_duplicate_line_fraction"
+    if rules.max_duplicate_paragraph_fraction:
+        paras = [p for p in text.split("\n\n") if p.strip()]
+        if _dup_fraction(paras) > rules.max_duplicate_paragraph_fraction:
+            return "max_duplicate_paragraph_fraction"
+    nl = max(len(lines), 1)
+    if rules.max_ellipsis_line_fraction:
+        if sum(1 for ln in lines if _ELLIPSIS_END.search(ln)) / nl > rules.max_ellipsis_line_fraction:
+            return "max_ellipsis_line_fraction"
+    if rules.max_bullet_line_fraction:
+        if sum(1 for ln in lines if _BULLET_START.match(ln)) / nl > rules.max_bullet_line_fraction:
+            return "max_bullet_line_fraction"
+    if rules.max_boilerplate_line_fraction and rules.boilerplate_phrases:
+        phrases = tuple(p.lower() for p in rules.boilerplate_phrases)
+        bp = sum(1 for ln in lines if any(p in ln.lower() for p in phrases))
+        if bp / nl > rules.max_boilerplate_line_fraction:
+            return "max_boilerplate_line_fraction"
+    return None
+
+
+def clean_one(text: str | None, kind: str | None, rules: Rules, form: str = "NFC") -> tuple[str | None, str | None]:
+    """(normalised text, reject reason or None) for one document.
+
+    Null text: `invalid:null_text`, except for images (a caption is optional).
+    Images (kind == "image") are normalised but never filtered: quality rules
+    describe prose, not captions. Other rows get `filter:<rule>` from `failed_rule`.
+    """
+    is_image = kind == "image"
+    if text is None:
+        return None, (None if is_image else "invalid:null_text")
+    out = normalize(text, form)
+    if is_image:
+        return out, None
+    rule = failed_rule(out, rules)
+    return out, (None if rule is None else f"filter:{rule}")
