@@ -9,6 +9,7 @@ the builder only fills in what is not already set.
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from .config import SparkSection
@@ -89,6 +90,9 @@ def get_spark(cfg: SparkSection | None = None, *, master: str | None = None):
     conf = spark_conf(cfg)
     if not submitted:
         conf = {**_local_conf(master or cfg.master), **conf}
+        if (master or cfg.master).startswith("local"):
+            # Python workers run the driver's interpreter (and so see the same packages).
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     if "spark.jars" not in conf and "spark.jars.packages" not in conf and not submitted:
         raise RuntimeError(
             f"Delta Lake jars not found in {cfg.jars_dir!r}: run `make jars` "

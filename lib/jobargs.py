@@ -1,0 +1,123 @@
+"""Command-line flags shared by every job, and turning them into a Config.
+
+Every job takes `--conf FILE` and repeated `--set section.key=value`; data jobs
+also take `--input PATH` (repeatable), `--output PATH`, and where it applies
+`--urls PATH` and `--as-of-version N`. Flags win over the file.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from dataclasses import replace
+from typing import Sequence
+
+from .config import Config, ConfigError, load_config
+
+
+def add_common(p: argparse.ArgumentParser, *, data: bool = True) -> None:
+    p.add_argument("--conf", metavar="FILE", help="pipeline config (TOML); defaults apply without it")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                   help="override one config value (repeatable), e.g. --set shards.num_shards=8")
+    if data:
+        p.add_argument("--input", action="append", default=[], metavar="PATH",
+                       help="input documents: JSONL, Parquet, text, or a Delta table (repeatable)")
+        p.add_argument("--output", metavar="PATH", help="output folder")
+        p.add_argument("--master", help="Spark master for an embedded run (default from [spark] master)")
+        p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+
+
+def config_from(args: argparse.Namespace) -> Config:
+    """The Config the flags describe: file, then --set, then --input/--output/--urls/--master."""
+    cfg = load_config(args.conf, args.overrides)
+    pipe = cfg.pipeline
+    if getattr(args, "input", None):
+        pipe = replace(pipe, input=tuple(args.input))
+    if getattr(args, "urls", None):
+        pipe = replace(pipe, urls=tuple(args.urls))
+    if getattr(args, "output", None):
+        pipe = replace(pipe, output=args.output)
+    cfg = cfg.replace(pipeline=pipe)
+    if getattr(args, "master", None):
+        cfg = cfg.replace(spark=replace(cfg.spark, master=args.master))
+    return cfg
+
+
+def setup_logging(verbose: bool = False) -> None:
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    for noisy in ("py4j", "urllib3"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def parse(prog: str, description: str, argv: Sequence[str] | None, *, extra=None):
+    """Parse a job's flags; config errors exit with status 2 and a message naming the key."""
+    p = argparse.ArgumentParser(prog=prog, description=description)
+    add_common(p)
+    if extra:
+        extra(p)
+    args = p.parse_args(argv)
+    setup_logging(getattr(args, "verbose", False))
+    try:
+        cfg = config_from(args)
+    except ConfigError as exc:
+        p.exit(2, f"{prog}: config error: {exc}\n")
+    return cfg, args
+
+
+def require(cfg: Config, what: str, prog: str) -> str:
+    value = getattr(cfg.pipeline, what)
+    if not value:
+        sys.stderr.write(f"{prog}: no --{what} given (and pipeline.{what} is not set)\n")
+        raise SystemExit(2)
+    return value
+
+
+def user_errors() -> tuple[type[BaseException], ...]:
+    """Exceptions that mean bad input or config (a message, exit 2), not a bug (a traceback)."""
+    from .config import ConfigError
+    from .manifest import ManifestError
+
+    errors: list[type[BaseException]] = [ConfigError, ManifestError, FileNotFoundError]
+    try:
+        from .ingest import InputError
+        from .shards import ShardBuildError
+        from shardforge.schemas import SchemaMismatch
+
+        errors += [InputError, ShardBuildError, SchemaMismatch]
+    except ImportError:  # no pyspark: only the Spark-free commands run
+        pass
+    return tuple(errors)
+
+
+def guarded(prog: str, fn, *args, **kwargs) -> int:
+    """Run a job's body; user errors print `prog: error: ...` and return 2."""
+    try:
+        return fn(*args, **kwargs)
+    except user_errors() as exc:
+        sys.stderr.write(f"{prog}: error: {exc}\n")
+        return 2
+
+
+def urls_flag(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--urls", action="append", default=[], metavar="PATH",
+                   help="URL list to download (CSV, TSV, JSONL or Parquet with a `url` column; repeatable)")
+
+
+def stage_job_main(name: str, doc: str, argv: Sequence[str] | None) -> int:
+    """main() of a single-stage job (ingest, clean, redact, dedup): see steps.single_stage_job."""
+    prog = f"shardforge {name}"
+    cfg, args = parse(prog, doc.splitlines()[0], argv, extra=urls_flag if name == "ingest" else None)
+    require(cfg, "output", prog)
+
+    def body() -> int:
+        from .session import get_spark
+        from .steps import single_stage_job
+
+        report = single_stage_job(get_spark(cfg.spark), cfg, name)
+        last = report["stages"][-1]
+        print(f"{name}: {last['rows_in']} rows in, {last['kept']} kept, {last['rejected']} rejected; "
+              f"output {report['output_table']['path']}")
+        return 0
+
+    return guarded(prog, body)

@@ -1,0 +1,148 @@
+"""Building a shard build from a DataFrame on Spark: the shard contract's Spark side.
+
+`build_shards(df, output, cfg, ...)` assigns `shard = pmod(xxhash64(key), n)`, hands
+each shard's rows to one Python task (`groupBy(shard).applyInArrow`), which sorts
+them by (xxhash64(key), key, row hash) and writes the file with the one writer in
+`shardio`; empty shards are written on the driver; then the build is published
+atomically. Only per-shard statistics (one small row per shard) reach the driver.
+The bytes depend on the rows and the writer settings only: not on partitioning,
+executor count, task retries or time.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import math
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import MapType
+
+from .config import ShardsSection
+from .keys import key_hash_expr, shard_expr
+from .shardio import WriterSettings, new_staging_dir, publish_build, write_shard
+from .manifest import ShardInfo
+
+log = logging.getLogger("shardforge.shards")
+
+_STATS = "shard int, rows long, bytes long, sha256 string, row_groups string"
+_SIZE_TYPES = ("string", "binary")
+
+
+class ShardBuildError(ValueError):
+    """The input cannot be built into shards (missing or null key, bad sizing)."""
+
+
+class InjectedFault(RuntimeError):
+    """Raised by the fault-injection hook tests use to fail a build midway."""
+
+
+def settings_of(cfg: ShardsSection) -> WriterSettings:
+    return WriterSettings(row_group_rows=cfg.row_group_rows, compression=cfg.compression,
+                          compression_level=cfg.compression_level)
+
+
+def arrow_schema(df: DataFrame) -> pa.Schema:
+    """The shards' Arrow schema: Spark's types, every field nullable (fixed, whatever the plan)."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    schema = to_arrow_schema(df.schema, timezone="UTC")
+    return pa.schema([pa.field(f.name, f.type, nullable=True) for f in schema])
+
+
+def count_shards(df: DataFrame, cfg: ShardsSection) -> tuple[int, int]:
+    """(num_shards, total rows): num_shards as set, or derived from target rows or bytes
+    (bytes estimated from the string and binary columns' lengths)."""
+    sizes = [F.coalesce(F.octet_length(F.col(f"`{f.name}`")), F.lit(0))
+             for f in df.schema.fields if f.dataType.typeName() in _SIZE_TYPES]
+    est = sum(sizes[1:], sizes[0]) if sizes else F.lit(0)
+    row = df.agg(F.count(F.lit(1)).alias("n"), F.sum(est).alias("b")).first()
+    n, b = int(row["n"]), int(row["b"] or 0)
+    if cfg.num_shards:
+        return cfg.num_shards, n
+    if cfg.target_rows:
+        return max(1, math.ceil(n / cfg.target_rows)), n
+    if cfg.target_bytes:
+        return max(1, math.ceil(b / cfg.target_bytes)), n
+    raise ShardBuildError("shards: set num_shards, target_rows or target_bytes")
+
+
+def check_key(df: DataFrame, key: str) -> None:
+    if key not in df.columns:
+        raise ShardBuildError(f"shards.key: column {key!r} is not in the input (columns: {df.columns})")
+    if isinstance(df.schema[key].dataType, MapType):
+        raise ShardBuildError(f"shards.key: column {key!r} is a map; keys must be strings or integers")
+    nulls = df.filter(F.col(f"`{key}`").isNull()).count()
+    if nulls:
+        raise ShardBuildError(f"shards.key: column {key!r} has {nulls} null value(s); every row "
+                              f"needs a key (ingest derives ids for documents without one)")
+
+
+def _writer(staging: str, num_shards: int, key: str, schema: pa.Schema, settings: WriterSettings,
+            fail_after: int | None):
+    names = schema.names
+
+    def write_group(group_key, table):  # no annotations: pyspark infers the UDF kind from them
+        shard = int(group_key[0].as_py())
+        if fail_after is not None and shard >= fail_after:
+            raise InjectedFault(f"injected fault while writing shard {shard}")
+        table = table.sort_by([("_h", "ascending"), (key, "ascending"), ("_rh", "ascending")])
+        table = table.select(names).cast(schema)
+        info = write_shard(table, staging, shard, num_shards, settings)
+        return pa.table({"shard": pa.array([shard], pa.int32()), "rows": [info.rows],
+                         "bytes": [info.bytes], "sha256": [info.sha256],
+                         "row_groups": [json.dumps(list(info.row_groups))]})
+
+    return write_group
+
+
+def build_shards(df: DataFrame, output: str, cfg: ShardsSection, *, source: dict[str, Any],
+                 config: dict[str, Any], _fail_after_shard: int | None = None) -> dict[str, Any]:
+    """Write and publish a build of `df` at `output` (a folder; `manifest.json` inside).
+
+    Returns the manifest dict. Raises ShardBuildError for a missing or null key.
+    `_fail_after_shard` (tests only) makes every task writing a shard >= that index fail.
+    """
+    if cfg.columns:
+        missing = [c for c in cfg.columns if c not in df.columns]
+        if missing:
+            raise ShardBuildError(f"shards.columns: {missing} not in the input (columns: {df.columns})")
+        cols = list(dict.fromkeys([cfg.key, *cfg.columns]))
+        df = df.select(*[F.col(f"`{c}`") for c in cols])
+    check_key(df, cfg.key)
+    num_shards, total = count_shards(df, cfg)
+    schema = arrow_schema(df)
+    settings = settings_of(cfg)
+    staging = new_staging_dir(output)
+    log.info("building %d rows into %d shards at %s", total, num_shards, output)
+    hashable = [F.col(f"`{f.name}`") for f in df.schema.fields if not isinstance(f.dataType, MapType)]
+    keyed = df.select("*", shard_expr(cfg.key, num_shards).alias("_shard"),
+                      key_hash_expr(cfg.key).alias("_h"), F.xxhash64(*hashable).alias("_rh"))
+    stats = (keyed.groupBy("_shard")
+             .applyInArrow(_writer(staging, num_shards, cfg.key, schema, settings, _fail_after_shard), _STATS)
+             .collect())
+    infos = {r["shard"]: ShardInfo(index=r["shard"], file=_name(r["shard"], num_shards), rows=r["rows"],
+                                   bytes=r["bytes"], sha256=r["sha256"],
+                                   row_groups=tuple(json.loads(r["row_groups"])))
+             for r in stats}
+    if len(infos) != len(stats):
+        raise RuntimeError("shards: a shard was written twice; refusing to publish")
+    empty = schema.empty_table()
+    for i in range(num_shards):
+        if i not in infos:
+            infos[i] = write_shard(empty, staging, i, num_shards, settings)
+    written = sum(s.rows for s in infos.values())
+    if written != total:
+        raise RuntimeError(f"shards: wrote {written} rows but the input has {total}; refusing to publish")
+    manifest = publish_build(output, staging, list(infos.values()), schema, key=cfg.key, config=config,
+                             source=source, settings=settings, keep_builds=cfg.keep_builds)
+    log.info("published build %s: %d rows in %d shards", manifest["build_id"], total, num_shards)
+    return manifest
+
+
+def _name(index: int, num: int) -> str:
+    from .shardio import shard_name
+
+    return shard_name(index, num)
