@@ -1,0 +1,227 @@
+"""The dedup stage: exact duplicates by normalised-text (or image-bytes) hash, then
+near duplicates by MinHash LSH with connected components, against the batch itself
+and, incrementally, against the side table of documents kept before.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from shardforge.config import DedupSection
+
+from . import minhash as mh
+from .components import Materializer, connected_components
+from .near import candidate_edges, passes, signatures_df, verify_pairs
+from .normalize import exact_key_expr, normalize_expr
+from .side_table import SIDE_TABLE, SideTableMismatch
+
+
+class DedupResult(NamedTuple):
+    kept: DataFrame        # input rows kept, every input column passed through
+    rejected: DataFrame    # REJECT rows: duplicate_of:<id>, invalid:empty_text, ...
+    audit: DataFrame       # DEDUP_AUDIT, one row per removed duplicate
+    signatures: DataFrame  # SIDE_TABLE rows of the kept documents (for update_side_table)
+
+
+def resolve_params(cfg: DedupSection) -> mh.MinHashParams:
+    """MinHash parameters of a config: bands x rows as set, or derived from the threshold
+    by `minhash.derive_bands_rows` when either is 0."""
+    if cfg.bands and cfg.rows:
+        b, r = cfg.bands, cfg.rows
+    else:
+        b, r = mh.derive_bands_rows(cfg.threshold, cfg.num_perm)
+    return mh.MinHashParams(num_perm=cfg.num_perm, shingle_size=cfg.shingle_size, bands=b, rows=r, seed=cfg.seed)
+
+
+def params_key(cfg: DedupSection) -> str:
+    return f"{resolve_params(cfg).key};norm={cfg.normalization}"
+
+
+def _rank(cfg: DedupSection, df: DataFrame, length: Column) -> Column:
+    """Smaller is better: -length, -quality (nulls last), or 0 (smallest id decides)."""
+    if cfg.rank_by == "length":
+        return (-length).cast("double")
+    if cfg.rank_by == "quality":
+        if "quality" not in df.columns:
+            raise ValueError("dedup.rank_by = 'quality' needs a `quality` column in the input")
+        return F.coalesce(-F.col("quality").cast("double"), F.lit(float("inf")))
+    return F.lit(0.0)
+
+
+def _prep(df: DataFrame, cfg: DedupSection) -> DataFrame:
+    cols = df.columns
+    kind = F.col("kind") if "kind" in cols else F.lit(None).cast("string")
+    image = F.col("image") if "image" in cols else F.lit(None).cast("binary")
+    is_img = F.coalesce(kind == F.lit("image"), F.lit(False))
+    length = F.when(is_img, F.coalesce(F.octet_length(image), F.lit(0))).otherwise(
+        F.coalesce(F.char_length(F.col("text")), F.lit(0))).cast("long")
+    key = exact_key_expr(F.col("text"), image, kind, cfg.normalization)
+    out = df.select(
+        "*",
+        F.when(is_img, F.lit(None).cast("string")).otherwise(normalize_expr(F.col("text"), cfg.normalization)).alias("_norm"),
+        is_img.alias("_img"),
+        length.alias("_len"),
+        key.alias("_key"),
+        F.xxhash64(F.to_json(F.struct(*[F.col(c) for c in cols]))).alias("_rowh"),
+    )
+    out = out.withColumn("_rk", _rank(cfg, df, F.col("_len")))
+    group = F.col("_key") if cfg.exact else F.concat_ws("|", F.col("_key"), F.col("id"))
+    return out.withColumn("_grp", group)
+
+
+def dedup(df: DataFrame, cfg: DedupSection, *, previous: DataFrame | None = None,
+          previous_docs: DataFrame | None = None, checkpoint_dir: str = "") -> DedupResult:
+    """Remove exact and near duplicates from `df` (DOCUMENT columns, any extra columns).
+
+    Promises: every input row is in `kept` or `rejected` exactly once; the kept set and
+    the audit table depend only on the input rows and `cfg`, not on partitioning.
+    `previous` is the side table (`read_side_table`) of documents kept before: they
+    are never removed, and new rows that duplicate them are. `previous_docs` (id, text)
+    of those documents enables the exact Jaccard check against them (else the MinHash
+    estimate is used for those pairs). Runs the near-dedup jobs eagerly (signatures,
+    edges and component labels are materialised under `checkpoint_dir`, which the
+    returned frames read from: remove it only after they are written); exact dedup
+    and the returned frames are lazy.
+    """
+    for c in ("id", "text"):
+        if c not in df.columns:
+            raise ValueError(f"dedup: input has no `{c}` column (columns: {df.columns})")
+    spark = df.sparkSession
+    params = resolve_params(cfg)
+    pkey = params_key(cfg)
+    orig = [c for c in df.columns if not c.startswith("_")]
+    d = _prep(df, cfg)
+
+    # 1. rows that cannot be deduplicated by content are rejected with a reason
+    invalid = (F.when(F.col("id").isNull(), F.lit("invalid:null_id"))
+               .when(F.col("_img") & F.col("image").isNull() if "image" in df.columns else F.lit(False),
+                     F.lit("invalid:missing_image"))
+               .when(~F.col("_img") & (F.col("_norm") == F.lit("")), F.lit("invalid:empty_text")))
+    d = d.withColumn("_reason", invalid)
+
+    # 2. one id, one content: later rows reusing an id for other content are rejected
+    by_id = Window.partitionBy("id").orderBy("_rk", "_key", "_rowh")
+    d = d.withColumn("_id_key", F.first("_key").over(by_id.rowsBetween(Window.unboundedPreceding, 0)))
+    d = d.withColumn("_reason", F.coalesce("_reason", F.when(F.col("_key") != F.col("_id_key"),
+                                                             F.lit("invalid:duplicate_id"))))
+    prev = None
+    if previous is not None:
+        prev = previous.select("id", "exact_key", "length", "quality", "signature", "bands", "params")
+        clash = prev.select(F.col("id").alias("_pid"), F.col("exact_key").alias("_pkey"))
+        d = d.join(clash, d["id"] == clash["_pid"], "left").withColumn(
+            "_reason", F.coalesce("_reason", F.when(F.col("_pkey").isNotNull() & (F.col("_pkey") != F.col("_key")),
+                                                    F.lit("invalid:id_exists")))).drop("_pid", "_pkey")
+    bad = d.where(F.col("_reason").isNotNull())
+    ok = d.where(F.col("_reason").isNull())
+
+    # 3. exact: the best row of each group is its representative; earlier documents win
+    w = Window.partitionBy("_grp").orderBy("_rk", "id", "_rowh")
+    ok = ok.withColumn("_rn", F.row_number().over(w)).withColumn("_batch_rep", F.first("id").over(w))
+    if prev is not None:
+        pk = prev.select(F.when(F.lit(cfg.exact), F.col("exact_key"))
+                         .otherwise(F.concat_ws("|", "exact_key", "id")).alias("_grp"),
+                         _rank(cfg, prev.withColumn("quality", F.col("quality")), F.col("length")).alias("_ork"),
+                         F.col("id").alias("_oid"))
+        pk = pk.groupBy("_grp").agg(F.min(F.struct("_ork", "_oid"))["_oid"].alias("_old_rep"))
+        ok = ok.join(pk, "_grp", "left")
+    else:
+        ok = ok.withColumn("_old_rep", F.lit(None).cast("string"))
+    ok = ok.withColumn("_exact_rep", F.coalesce("_old_rep", "_batch_rep")).withColumn(
+        "_is_rep", F.col("_old_rep").isNull() & (F.col("_rn") == 1))
+
+    mat = Materializer(spark, checkpoint_dir)
+    reps = ok.where(F.col("_is_rep") & ~F.col("_img")).select("id", F.col("_norm").alias("norm"), "_rk")
+    sigs = None
+    if cfg.near:
+        sigs = mat(signatures_df(reps, params), "signatures")
+        near_map = _near(spark, cfg, params, pkey, reps, sigs, prev, previous_docs, mat)
+    else:
+        near_map = None
+
+    # 4. assemble: every ok row is kept or removed, pointing at the final representative
+    if near_map is not None:
+        ok = ok.join(near_map, ok["_exact_rep"] == near_map["_e"], "left").drop("_e")
+    else:
+        ok = (ok.withColumn("_r", F.lit(None).cast("string")).withColumn("_est", F.lit(None).cast("double"))
+              .withColumn("_jac", F.lit(None).cast("double")))
+    ok = ok.withColumn("_kept", F.col("_is_rep") & F.col("_r").isNull())
+    removed = ok.where(~F.col("_kept")).withColumn("_dup", F.coalesce("_r", "_exact_rep")).withColumn(
+        "_stage", F.when(F.col("_r").isNull(), F.lit("exact")).otherwise(F.lit("near")))
+    audit = removed.select(
+        F.col("id"), F.col("_dup").alias("duplicate_of"), F.col("_stage").alias("stage"),
+        F.when(F.col("_r").isNull(), F.lit(1.0)).otherwise(F.col("_est")).alias("estimated_similarity"),
+        F.when(F.col("_r").isNull(), F.lit(1.0)).otherwise(F.col("_jac")).alias("jaccard"))
+    audit = audit.withColumn("cluster_size", F.count(F.lit(1)).over(Window.partitionBy("duplicate_of")) + 1)
+    from shardforge.schemas import DEDUP_AUDIT, conform
+    from shardforge.stage import rejects
+
+    audit = conform(audit, DEDUP_AUDIT)
+    kept = ok.where(F.col("_kept"))
+    rej_dup = rejects(removed.select(*orig, "_dup", "_stage"), "dedup",
+                      F.concat(F.lit("duplicate_of:"), F.col("_dup")), F.col("_stage"))
+    rej_bad = rejects(bad.select(*orig, "_reason"), "dedup", F.col("_reason"))
+    side = _side_rows(kept, sigs, pkey)
+    return DedupResult(kept.select(*orig), rej_bad.unionByName(rej_dup), audit, side)
+
+
+def _side_rows(kept: DataFrame, sigs: DataFrame | None, pkey: str) -> DataFrame:
+    base = kept.select("id", F.when(F.col("_img"), F.lit("image")).otherwise(F.lit("text")).alias("kind"),
+                       F.col("_key").alias("exact_key"), F.col("_len").alias("length"),
+                       (F.col("quality") if "quality" in kept.columns else F.lit(None)).cast("double").alias("quality"))
+    if sigs is not None:
+        base = base.join(sigs, "id", "left")
+    out = base.withColumn("params", F.when(F.col("signature").isNotNull(), F.lit(pkey))) if sigs is not None \
+        else base.withColumn("params", F.lit(None).cast("string"))
+    from shardforge.schemas import conform
+    return conform(out, SIDE_TABLE)
+
+
+def _near(spark, cfg, params, pkey, reps, sigs, prev, previous_docs, mat) -> DataFrame:
+    """(_e, _r, _est, _jac): new exact representatives removed as near duplicates of _r."""
+    new_nodes = (sigs.where(F.col("signature").isNotNull()).join(reps, "id")
+                 .select("id", F.xxhash64("id").alias("node"), F.lit(False).alias("old"), "signature", "bands",
+                         "norm", "_rk"))
+    nodes = new_nodes
+    old_nodes = None
+    if prev is not None:
+        wrong = prev.where(F.col("signature").isNotNull() & (F.col("params") != F.lit(pkey))).select("params").limit(1).collect()
+        if wrong:
+            raise SideTableMismatch(f"side table signatures were built with {wrong[0]['params']!r}, "
+                                    f"this run uses {pkey!r}: rebuild the side table or use the same settings")
+        old_nodes = prev.where(F.col("signature").isNotNull()).select(
+            "id", F.xxhash64("id").alias("node"), F.lit(True).alias("old"), "signature", "bands",
+            _rank(cfg, prev, F.col("length")).alias("_rk"))
+        if previous_docs is not None:
+            pd = previous_docs.select(F.col("id").alias("_pdid"), normalize_expr(F.col("text"), cfg.normalization).alias("norm"))
+            old_nodes = old_nodes.join(pd, old_nodes["id"] == pd["_pdid"], "left").drop("_pdid")
+        else:
+            old_nodes = old_nodes.withColumn("norm", F.lit(None).cast("string"))
+        nodes = new_nodes.unionByName(old_nodes.select(*new_nodes.columns))
+    edges = candidate_edges(new_nodes.select("node", "old", "bands"),
+                            None if old_nodes is None else old_nodes.select("node", "old", "bands"))
+    ends = nodes.select("node", "signature", "norm")
+    pairs = (edges.join(ends.select(F.col("node").alias("src"), F.col("signature").alias("sig_a"),
+                                    F.col("norm").alias("norm_a")), "src")
+             .join(ends.select(F.col("node").alias("dst"), F.col("signature").alias("sig_b"),
+                               F.col("norm").alias("norm_b")), "dst")
+             .select(F.col("src").alias("a"), F.col("dst").alias("b"), "sig_a", "sig_b", "norm_a", "norm_b"))
+    verified = mat(verify_pairs(pairs, params, exact=cfg.exact_jaccard_check)
+                   .where(passes(cfg.threshold, params.num_perm)), "edges")
+    labels = connected_components(verified.select(F.col("a").alias("src"), F.col("b").alias("dst")), mat,
+                                  max_iterations=cfg.max_component_iterations)
+    members = labels.join(nodes.select("node", "id", "old", "_rk"), "node")
+    best = members.groupBy("component").agg(
+        F.min(F.struct(F.when(F.col("old"), 0).otherwise(1).alias("o"), "_rk", "id", "node")).alias("rep"))
+    moved = (members.join(best, "component").where(~F.col("old") & (F.col("id") != F.col("rep.id")))
+             .select(F.col("node").alias("a"), F.col("rep.node").alias("b"), F.col("id").alias("_e"),
+                     F.col("rep.id").alias("_r")))
+    sim_pairs = (moved.join(ends.select(F.col("node").alias("a"), F.col("signature").alias("sig_a"),
+                                        F.col("norm").alias("norm_a")), "a")
+                 .join(ends.select(F.col("node").alias("b"), F.col("signature").alias("sig_b"),
+                                   F.col("norm").alias("norm_b")), "b"))
+    sims = verify_pairs(sim_pairs.select("a", "b", "sig_a", "sig_b", "norm_a", "norm_b"), params,
+                        exact=cfg.exact_jaccard_check)
+    out = moved.join(sims, ["a", "b"]).select("_e", "_r", F.col("estimated").alias("_est"), F.col("jaccard").alias("_jac"))
+    return mat(out, "near-map")
