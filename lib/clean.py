@@ -15,10 +15,9 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
-from .arrowtext import from_pylist, to_pylist_safe
 from .config import CleanSection
 from .stage import StageResult, rejects
-from .textclean import Rules, clean_one
+from .textclean import Rules, clean_one, from_pylist, to_pylist_safe
 
 REASON_COL = "_clean_reason"
 

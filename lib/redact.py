@@ -17,10 +17,10 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
-from .arrowtext import from_pylist, to_pylist_safe
 from .config import RedactSection
 from .pii import Redactor
 from .stage import StageResult, rejects
+from .textclean import from_pylist, to_pylist_safe
 
 REASON_COL = "_redact_reason"
 DETAIL_COL = "_redact_detail"

@@ -15,6 +15,8 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Sequence
 
+import pyarrow as pa
+
 _SURROGATES = re.compile("[\ud800-\udfff]")
 _NEWLINES = re.compile("\r\n|[\r\u0085\u2028\u2029\x0b\x0c]")
 # C0/C1 controls except \t \n, zero-width and bidi format characters, BOM, noncharacters
@@ -174,3 +176,25 @@ def clean_one(text: str | None, kind: str | None, rules: Rules, form: str = "NFC
         return out, None
     rule = failed_rule(out, rules)
     return out, (None if rule is None else f"filter:{rule}")
+
+
+# --- Arrow string columns, robust to bad bytes (used by the Spark stages) -----------
+def to_pylist_safe(arr: pa.Array) -> list[str | None]:
+    """Python strings (None for nulls) of a string array, never raising on bad UTF-8."""
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    try:
+        arr.validate(full=True)
+        return arr.to_pylist()
+    except (pa.ArrowInvalid, UnicodeDecodeError):
+        binary = arr.view(pa.large_binary() if pa.types.is_large_string(arr.type) else pa.binary())
+        return [None if v is None else v.decode("utf-8", "replace") for v in binary.to_pylist()]
+
+
+def from_pylist(values: list[str | None], type_: pa.DataType = pa.string()) -> pa.Array:
+    """A string array; lone surrogates (which UTF-8 cannot hold) are replaced by U+FFFD."""
+    try:
+        return pa.array(values, type=type_)
+    except (UnicodeEncodeError, pa.ArrowInvalid):
+        fixed = [None if v is None else v.encode("utf-8", "replace").decode("utf-8") for v in values]
+        return pa.array(fixed, type=type_)

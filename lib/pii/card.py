@@ -7,7 +7,7 @@ import re
 
 from .spans import Span, luhn_ok
 
-_CAND = re.compile(r"[0-9](?<![A-Za-z0-9_.\-/,][0-9])[0-9 \-]{11,22}+")
+_CAND = re.compile(r"[0-9](?<![A-Za-z0-9_.\-/][0-9])[0-9 \-]{11,22}+")
 # digits only, or groups split by ONE kind of separator
 _GROUPINGS = {(4, 4, 4, 4), (4, 4, 4, 4, 3), (4, 6, 5), (4, 6, 4), (4, 4, 4, 1), (4, 4, 4, 2), (4, 4, 4, 3),
               (4, 4, 4, 4, 1), (4, 4, 4, 4, 2), (4, 4, 5), (6, 13), (4, 4, 4, 4, 4)}

@@ -1,5 +1,7 @@
-"""EMAIL: addresses with a valid domain; URL user-info, scp-style remotes, file names
-like `logo@2x.png` and reserved example domains are not personal addresses."""
+"""EMAIL: addresses with a valid domain. URL user-info, scp-style remotes, file names
+like `logo@2x.png` and template placeholders (`user@example.com`, `you@domain.com`,
+`your.email@...`) are not personal addresses. Other addresses at reserved example
+domains (`alice.smith@example.org`) stand in for real ones and are redacted."""
 from __future__ import annotations
 
 import re
@@ -21,8 +23,15 @@ RESERVED_TLDS = frozenset({"example", "test", "invalid", "localhost", "local"})
 RESERVED_DOMAINS = frozenset({"example.com", "example.net", "example.org", "example.edu"})
 PLACEHOLDER_DOMAINS = frozenset({"domain.com", "yourdomain.com", "mydomain.com", "yourcompany.com",
                                  "xxx.com", "email.tld", "domain.tld"})
+# always placeholders, at any domain
 PLACEHOLDER_LOCALS = frozenset({"xxx", "your.email", "youremail", "your.name", "yourname",
-                                "your_email", "your-email", "email.address", "emailaddress"})
+                                "your_email", "your-email", "email.address", "emailaddress",
+                                "your.address", "firstname.lastname", "first.last"})
+# placeholders when the domain is reserved (example.com, *.test) or a template domain
+GENERIC_LOCALS = frozenset({"user", "username", "user1", "user2", "you", "me", "name", "email", "mail",
+                            "someone", "somebody", "foo", "bar", "test", "example", "john.doe",
+                            "jane.doe", "johndoe", "janedoe", "admin", "info", "contact", "noreply",
+                            "no-reply", "hello", "support", "alice", "bob"})
 
 
 def is_reserved_domain(domain: str) -> bool:
@@ -30,6 +39,12 @@ def is_reserved_domain(domain: str) -> bool:
     tld = d.rsplit(".", 1)[-1]
     return (tld in RESERVED_TLDS or d in RESERVED_DOMAINS or d in PLACEHOLDER_DOMAINS
             or any(d.endswith("." + r) for r in RESERVED_DOMAINS))
+
+
+def is_placeholder(local: str, domain: str) -> bool:
+    """A template address from documentation, not anyone's address."""
+    low = local.lower()
+    return low in PLACEHOLDER_LOCALS or (low in GENERIC_LOCALS and is_reserved_domain(domain))
 
 
 def _domain_ok(domain: str) -> bool:
@@ -63,7 +78,7 @@ def find(text: str, include_reserved: bool = False) -> list[Span]:
         line_start = max(text.rfind(" ", 0, start), text.rfind("\n", 0, start), start - 512)
         if "://" in text[line_start + 1:start]:
             continue                        # user-info of a URL (scheme://user:pass@host)
-        if not include_reserved and (is_reserved_domain(domain) or local.lower() in PLACEHOLDER_LOCALS):
+        if not include_reserved and is_placeholder(local, domain):
             continue
         out.append(Span(start, end, "EMAIL"))
     return out

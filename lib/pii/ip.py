@@ -1,8 +1,10 @@
 """IP_ADDRESS: IPv4 and IPv6 addresses that reach the public internet.
 
-Policy (see README.md here): private, loopback, link-local, shared (CGNAT),
-multicast, reserved, benchmarking and documentation ranges are not redacted
-unless `include_reserved`; version look-alikes (leading-zero octets, dotted runs
+Policy (see README.md here): addresses routable on the internet are redacted, and
+so are the documentation ranges (TEST-NET-1/2/3, 2001:db8::/32), which stand in for
+public addresses in text. Private, loopback, link-local, shared (CGNAT),
+unspecified, multicast, broadcast, reserved and benchmarking ranges identify no
+one and stay, unless `include_reserved`. Version look-alikes (leading-zero octets, dotted runs
 longer than four, `v1.2.3.4`, `version 1.2.3.4`, `Chrome/120.0.1.2`, `x.y.0.0`)
 are not addresses.
 """
@@ -17,19 +19,25 @@ _V4 = re.compile(r"[0-9](?<![A-Za-z0-9_.\-][0-9])[0-9]{0,2}+(?:\.[0-9]{1,3}+){3}
 _V6 = re.compile(r"[0-9A-Fa-f:](?<![0-9A-Za-z_:.\-][0-9A-Fa-f:])[0-9A-Fa-f:.]{2,45}+")
 _VERSION_BEFORE = re.compile(
     r"(?i)(?:\bv|\bversion|\bver\.?|\brelease|\bbuild|\bfirmware|\bfw|\bupdate|\bupgrade|\bdowngrade"
-    r"|\bpatch|\bbump(?:ed)?|\brev|\bsemver|\bapi|\bspec|\bprotocol)\s*[:=]?\s*(?:to\s+|from\s+)?\Z")
+    r"|\bpatch|\bbump(?:ed)?|\brev|\bsemver|\bapi|\bspec|\bprotocol|\bsection|\bsec\.|\bchapter|\bclause"
+    r"|\bfigure|\bfig\.|\btable|\bstep|\brule|\bitem|\bparagraph|\bpara\.|§)\s*[:=]?\s*(?:to\s+|from\s+)?\Z")
 _V6_GLOBAL = ipaddress.ip_network("2000::/3")
 _WORD = re.compile(r"[A-Za-z0-9_]")
 
 
+_V4_DOCUMENTATION = tuple(ipaddress.ip_network(n) for n in ("192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24"))
+_V6_DOCUMENTATION = ipaddress.ip_network("2001:db8::/32")
+
+
 def _public_v4(addr: ipaddress.IPv4Address) -> bool:
-    return addr.is_global and not addr.is_multicast
+    """Routable on the internet, or a documentation address standing in for one."""
+    return (addr.is_global and not addr.is_multicast) or any(addr in n for n in _V4_DOCUMENTATION)
 
 
 def _public_v6(addr: ipaddress.IPv6Address) -> bool:
     if addr.ipv4_mapped is not None:
         return _public_v4(addr.ipv4_mapped)
-    return addr in _V6_GLOBAL and addr.is_global
+    return addr in _V6_DOCUMENTATION or (addr in _V6_GLOBAL and addr.is_global)
 
 
 def _v4_candidates(text: str, include_reserved: bool) -> list[Span]:

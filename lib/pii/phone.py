@@ -11,7 +11,7 @@ import re
 
 from .spans import Span
 
-_CAND = re.compile(r"[+(0-9](?<![A-Za-z0-9_.+\-/:#$€£=,][+(0-9])[0-9 ().\-+]{6,24}+")
+_CAND = re.compile(r"[+(0-9](?<![A-Za-z0-9_.+\-/#$€£=][+(0-9])[0-9 ().\-+]{6,24}+")
 _NANP = re.compile(
     r"(?:\+?1[ .\-]?)?(?:\(([2-9][0-9]{2})\) ?|([2-9][0-9]{2})([ .\-]))([2-9][0-9]{2})[ .\-]([0-9]{4})\Z")
 _NANP_PLUS = re.compile(r"\+1([2-9][0-9]{2})([2-9][0-9]{2})([0-9]{4})\Z")
@@ -66,8 +66,8 @@ def find(text: str, include_reserved: bool = False) -> list[Span]:
         s, e = m.span()
         while e > s and not text[e - 1].isdigit() and text[e - 1] != ")":
             e -= 1
-        if text[e - 1] == ")" and text[s] != "(":
-            e -= 1
+        if text[e - 1] == ")" and text.count("(", s, e) < text.count(")", s, e):
+            e -= 1                                  # "(call 555-123-4567)": the closing paren is prose
             while e > s and not text[e - 1].isdigit():
                 e -= 1
         cand = text[s:e]
@@ -78,7 +78,7 @@ def find(text: str, include_reserved: bool = False) -> list[Span]:
         if _ID_BEFORE.search(text, max(0, s - 12), s):
             continue
         if cand[0] == "+" or cand.startswith("00"):
-            if cand.count("+") == 1 and _intl_ok(cand):
+            if "+" not in cand[1:] and _intl_ok(cand):
                 out.append(Span(s, e, "PHONE"))
             continue
         if "+" in cand:

@@ -30,11 +30,14 @@ _PEM_BODY = re.compile(r"(?:[ \t]*[A-Za-z0-9+/=:\-, ]{0,120}\r?\n){0,400}")
 _URL_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]{1,15}://[^\s:/@<>\"']{1,64}:([^\s:/@<>\"']{1,128})@[A-Za-z0-9\[]")
 _NAME = (r"[A-Za-z0-9_.\-]{0,40}(?:[Pp][Aa][Ss][Ss](?:[Ww](?:[Oo][Rr])?[Dd])?|[Pp][Ww][Dd]|[Ss][Ee][Cc][Rr][Ee][Tt]"
          r"|[Tt][Oo][Kk][Ee][Nn]|[Aa][Pp][Ii][_\-]?[Kk][Ee][Yy]|[Aa][Cc][Cc][Ee][Ss][Ss][_\-]?[Kk][Ee][Yy]"
-         r"|[Pp][Rr][Ii][Vv][Aa][Tt][Ee][_\-]?[Kk][Ee][Yy]|[Aa][Uu][Tt][Hh](?:[_\-]?[Kk][Ee][Yy])?"
+         r"|[Pp][Rr][Ii][Vv][Aa][Tt][Ee][_\-]?[Kk][Ee][Yy]|[Aa][Uu][Tt][Hh][_\-]?[Kk][Ee][Yy]"
          r"|[Cc][Rr][Ee][Dd][Ee][Nn][Tt][Ii][Aa][Ll][Ss]?)[A-Za-z0-9_.\-]{0,40}")
 _ASSIGN = re.compile(r"(?<![A-Za-z0-9_.\-])" + _NAME
-                     + r"[\"']?[ \t]{0,8}(?::=|=>|==|=|:|\bis\b|->)[ \t]{0,8}(?:[\"'`]|[bru]\")?"
+                     + r"[\"'\]]{0,2}[ \t]{0,8}(?::=|=>|==|=|:|\bis\b|->)[ \t]{0,8}(?:[\"'`]|[bru]\")?"
                      r"([^\s\"'`,;()\[\]{}<>]{8,256})")
+_CLI_FLAG = re.compile(r"(?<![A-Za-z0-9_\-])--?[A-Za-z\-]{0,20}(?:password|passwd|token|secret|api-key|apikey)[ =]"
+                       r"[\"']?([^\s\"'`,;()\[\]{}<>]{8,256})")
+_EMAILISH = re.compile(r"[^@\s]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)+")
 _AWS_SECRET_NAME = re.compile(r"(?i)aws.{0,20}secret|secret.?access.?key")
 _PLACEHOLDER = re.compile(
     r"(?i)^(?:x+|\*+|\.+|-+|_+|#+|0+|1234.*|abc.*|change.?me.*|your.*|my.?(?:pass|secret|token|key).*"
@@ -58,7 +61,7 @@ def _high_entropy_secret(value: str) -> bool:
     """A value that looks like a real secret rather than a word, an expression or a placeholder."""
     if _PLACEHOLDER.match(value) or _EXAMPLE.search(value) or _IDENT.match(value):
         return False
-    if value[0] in "$%{<&@*" or value.startswith(("http://", "https://", "/", "./", "~")):
+    if _EMAILISH.fullmatch(value) or value[0] in "$%{<" or value.startswith(("http://", "https://", "/", "./", "~")):
         return False
     if value.isdigit() or value.replace(".", "").isdigit():
         return False
@@ -121,6 +124,10 @@ def find(text: str, include_reserved: bool = False) -> list[Span]:
         for m in _URL_PASSWORD.finditer(text):
             pw = m.group(1)
             if include_reserved or not (_PLACEHOLDER.match(pw) or pw[0] in "$%{<*" or _EXAMPLE.search(pw)):
+                out.append(Span(m.start(1), m.end(1), "KEY"))
+    if "-" in text:
+        for m in _CLI_FLAG.finditer(text):
+            if _high_entropy_secret(m.group(1)):
                 out.append(Span(m.start(1), m.end(1), "KEY"))
     for m in _ASSIGN.finditer(text):
         value = m.group(1)

@@ -9,7 +9,9 @@ import re
 from .spans import Span
 
 _SEP = re.compile(r"[0-9](?<![A-Za-z0-9_.\-/:+$][0-9])[0-9]{2}([\- ])[0-9]{2}\1[0-9]{4}")
+_SSN_BEFORE = re.compile(r"(?i)\bssn|social[ \-]security")
 _BARE = re.compile(r"(?i:\bssn|\bsocial[ \-]security(?:[ \-]n(?:umber|o\.?))?)[ \t:#=\-]{0,6}+([0-9]{9})")
+_ID_BEFORE = re.compile(r"(?i)(?:#|\bno\.?|\bnumber|\bcase|\border|\binvoice|\bref|\bid|\bticket|\bdocket|\bpart|\bmodel)\s*[:#]?\s*\Z")
 EXAMPLES = frozenset({"078051120", "219099999", "123456789", "457555462"})
 
 
@@ -27,6 +29,8 @@ def find(text: str, include_reserved: bool = False) -> list[Span]:
         s, e = m.span()
         if e < n and (text[e].isalnum() or text[e] == "_" or (text[e] in ".-/" and e + 1 < n and text[e + 1].isdigit())):
             continue
+        if _ID_BEFORE.search(text, max(0, s - 12), s) and not _SSN_BEFORE.search(text, max(0, s - 40), s):
+            continue                                 # case no. 431-35-7579: an id in SSN shape
         digits = m.group().replace("-", "").replace(" ", "")
         if valid(digits) and (include_reserved or digits not in EXAMPLES):
             out.append(Span(s, e, "US_SSN"))
