@@ -21,6 +21,10 @@ _VERSION_BEFORE = re.compile(
     r"(?i)(?:\bv|\bversion|\bver\.?|\brelease|\bbuild|\bfirmware|\bfw|\bupdate|\bupgrade|\bdowngrade"
     r"|\bpatch|\bbump(?:ed)?|\brev|\bsemver|\bapi|\bspec|\bprotocol|\bsection|\bsec\.|\bchapter|\bclause"
     r"|\bfigure|\bfig\.|\btable|\bstep|\brule|\bitem|\bparagraph|\bpara\.|§)\s*[:=]?\s*(?:to\s+|from\s+)?\Z")
+# "upgrade the agent from 2.14.0.3 to 2.15.1.0": a version word earlier in the clause
+_VERSION_CLAUSE = re.compile(
+    r"(?i)\b(?:upgrad\w*|updat\w*|downgrad\w*|install\w*|releas\w*|version\w*|bump\w*|migrat\w*)\b"
+    r"[^.;,:!?\n]{0,32}\b(?:from|to|into|onto|at|is|of|=)\s+(?:[0-9][0-9.]*\s+(?:to|and|or)\s+)?\Z")
 _V6_GLOBAL = ipaddress.ip_network("2000::/3")
 _WORD = re.compile(r"[A-Za-z0-9_]")
 
@@ -54,7 +58,7 @@ def _v4_candidates(text: str, include_reserved: bool) -> list[Span]:
             continue                              # x.y.0.0: a network or a version, not a host
         if s > 0 and text[s - 1] == "/" and s > 1 and text[s - 2].isalnum():
             continue                              # Product/1.2.3.4 (user agents, tool versions)
-        if _VERSION_BEFORE.search(text, max(0, s - 24), s):
+        if _VERSION_BEFORE.search(text, max(0, s - 24), s) or _VERSION_CLAUSE.search(text, max(0, s - 80), s):
             continue
         addr = ipaddress.IPv4Address(m.group())
         if include_reserved or _public_v4(addr):

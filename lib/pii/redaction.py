@@ -22,6 +22,7 @@ DETECTORS: dict[str, Callable[[str, bool], list[Span]]] = {
 }
 ALL_KINDS = tuple(DETECTORS)
 PSEUDONYM_HEX = 12
+MAX_PASSES = 4
 _PSEUDONYM = re.compile(r"<(?:" + "|".join(ALL_KINDS) + r")_[0-9a-f]{%d}>" % PSEUDONYM_HEX)
 
 
@@ -80,18 +81,27 @@ class Redactor:
         return f"<{kind}_{digest.hexdigest()[:PSEUDONYM_HEX]}>"
 
     def redact(self, text: str | None) -> tuple[str | None, dict[str, int]]:
-        """(redacted text, counts by kind). None stays None; counts only name kinds found."""
-        spans = self.detect(text)
-        if not spans:
-            return text, {}
-        parts, counts, pos = [], {}, 0
-        for s in spans:
-            parts.append(text[pos:s.start])
-            parts.append(self.replacement(s.kind, text[s.start:s.end]))
-            counts[s.kind] = counts.get(s.kind, 0) + 1
-            pos = s.end
-        parts.append(text[pos:])
-        return "".join(parts), counts
+        """(redacted text, counts by kind). None stays None; counts only name kinds found.
+
+        Runs to a fixpoint: a replacement can change a neighbour's boundary (in
+        "a@b.io(415) 555-2671" the phone only stands alone once the address is a
+        placeholder), so detection repeats on the result until nothing is found
+        (at most MAX_PASSES; text without PII costs one pass, with PII usually two).
+        That is what makes redaction idempotent."""
+        counts: dict[str, int] = {}
+        for _ in range(MAX_PASSES):
+            spans = self.detect(text)
+            if not spans:
+                break
+            parts, pos = [], 0
+            for s in spans:
+                parts.append(text[pos:s.start])
+                parts.append(self.replacement(s.kind, text[s.start:s.end]))
+                counts[s.kind] = counts.get(s.kind, 0) + 1
+                pos = s.end
+            parts.append(text[pos:])
+            text = "".join(parts)
+        return text, counts
 
 
 _DEFAULT: Redactor | None = None

@@ -1,0 +1,191 @@
+"""PII kernels without Spark: each detector's validation, policies, overlap
+resolution, placeholders, pseudonyms, idempotence and linear cost."""
+from __future__ import annotations
+
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shardforge.pii import KINDS, Redactor, detect, redact
+from shardforge.pii.iban import mod97_ok
+from shardforge.pii.spans import entropy, luhn_ok, resolve, Span
+
+
+def kinds_of(text, **kw):
+    return [(text[s:e], k) for s, e, k in detect(text, **kw)]
+
+
+def test_detect_api_shape_and_order():
+    text = "a@fabrikam.io then 8.8.8.8 then b@contoso.net"
+    spans = detect(text)
+    assert spans == sorted(spans) and all(isinstance(s, tuple) and len(s) == 3 for s in spans)
+    assert [k for _, _, k in spans] == ["EMAIL", "IP_ADDRESS", "EMAIL"]
+    assert detect(None) == [] and detect("") == [] and redact(None) == (None, {}) and redact("") == ("", {})
+
+
+@pytest.mark.parametrize("text,found", [
+    ("x john.doe+tag@mail.fabrikam.co.uk.", [("john.doe+tag@mail.fabrikam.co.uk", "EMAIL")]),
+    ("logo@2x.png and react@18.2.0", []),
+    ("git@github.com:psf/requests.git", []),
+    ("https://bob:hunter2hunter@host.io/x", [("hunter2hunter", "KEY")]),
+    ("user@example.com and you@example.org", []),
+    ("alice.ivan@research.example.net", [("alice.ivan@research.example.net", "EMAIL")]),
+    ("a..b@fabrikam.io", []),
+])
+def test_email(text, found):
+    assert kinds_of(text) == found
+
+
+@pytest.mark.parametrize("text,found", [
+    ("from 8.8.8.8:53", [("8.8.8.8", "IP_ADDRESS")]),
+    ("doc range 203.0.113.7", [("203.0.113.7", "IP_ADDRESS")]),
+    ("lan 192.168.1.20 lo 127.0.0.1 cgnat 100.64.1.1 mc 224.0.0.251 bench 198.18.0.1", []),
+    ("v1.2.3.4 version 5.6.7.8 Chrome/120.0.61.109 1.2.3.4.5 01.02.03.04 300.1.1.1", []),
+    ("net 52.94.0.0/16", []),
+    ("[2606:4700:4700::1111]:443", [("2606:4700:4700::1111", "IP_ADDRESS")]),
+    ("fe80::1:2:3%eth0 ::1 dead::beef std::vector 12:30:45 00:1a:2b:3c:4d:5e", []),
+    ("::ffff:8.8.4.4", [("::ffff:8.8.4.4", "IP_ADDRESS")]),
+])
+def test_ip_policy(text, found):
+    assert kinds_of(text) == found
+
+
+def test_ip_include_reserved():
+    assert kinds_of("lan 192.168.1.20", include_reserved=True) == [("192.168.1.20", "IP_ADDRESS")]
+
+
+@pytest.mark.parametrize("text,found", [
+    ("call (415) 555-2671 now", [("(415) 555-2671", "PHONE")]),
+    ("+44 20 7946 0958", [("+44 20 7946 0958", "PHONE")]),
+    ("tel:+14155552671", [("+14155552671", "PHONE")]),
+    ("4155552671 and 555-0123 and (212) 555-0199", []),      # bare digits; fictional range
+    ("(911) 555-1234 and 211-555-1234", []),                 # N11 area codes
+    ("+999 1234 5678", []),                                  # no such country code
+    ("ISBN 978-0-306-40615-7, 2024-01-15, 12.05.2023", []),
+])
+def test_phone(text, found):
+    assert kinds_of(text) == found
+
+
+def test_credit_card():
+    assert luhn_ok("4539148803436467") and not luhn_ok("4539148803436468")
+    assert kinds_of("pay 4539 1488 0343 6467.") == [("4539 1488 0343 6467", "CREDIT_CARD")]
+    assert kinds_of("pay 4539-1488-0343-6467") == [("4539-1488-0343-6467", "CREDIT_CARD")]
+    assert kinds_of("pay 4539 1488 0343 6468") == []                 # Luhn fails
+    assert kinds_of("pay 4539 1488-0343 6467") == []                 # mixed separators
+    assert kinds_of("id 9539148803436467") == []                     # no issuer starts with 9
+    assert kinds_of("test 4242 4242 4242 4242") == []                # published test number
+    assert kinds_of("test 4242 4242 4242 4242", include_reserved=True) != []
+
+
+def test_ssn():
+    assert kinds_of("SSN 536-22-8127") == [("536-22-8127", "US_SSN")]
+    assert kinds_of("ssn: 536228127") == [("536228127", "US_SSN")]
+    assert kinds_of("536228127") == []                                # bare digits need context
+    for bad in ("000-22-8127", "666-22-8127", "912-22-8127", "536-00-8127", "536-22-0000", "123-45-6789"):
+        assert kinds_of(f"SSN {bad}") == [], bad
+    assert kinds_of("case no. 536-22-8127") == []
+
+
+def test_iban():
+    assert mod97_ok("DE44500105175407324931") and not mod97_ok("DE45500105175407324931")
+    assert kinds_of("IBAN DE44 5001 0517 5407 3249 31.") == [("DE44 5001 0517 5407 3249 31", "IBAN")]
+    assert kinds_of("IBAN DE44500105175407324931") == [("DE44500105175407324931", "IBAN")]
+    assert kinds_of("IBAN DE45 5001 0517 5407 3249 31") == []        # checksum
+    assert kinds_of("XX44500105175407324931") == []                  # unknown country
+
+
+@pytest.mark.parametrize("text", [
+    "AKIAZ3MJKL7QW2RT9XYV", "ghp_aB3dE5fG7hI9jK1lM3nO5pQ7rS9tU1vW3xY5", "glpat-Xk29vLm3Qp8RtZ7wYb4N",
+    "xoxb-2841937562-4918273645102-Zk3Pq8Rm2Tv7Wx9Yb4Nc6Df1", "AIzaSyD3kR9mP2qX7vL4nT8wB6zC1fH5jG0aE3u",
+    "sk_live_4eC39HqLyjWDarjtT1zdp7dcXy",
+])
+def test_provider_tokens(text):
+    assert kinds_of(f"token {text} end") == [(text, "KEY")]
+
+
+def test_key_policies():
+    assert kinds_of("AKIAIOSFODNN7EXAMPLE") == []
+    assert kinds_of("pk_live_4eC39HqLyjWDarjtT1zdp7dcXy") == []      # publishable keys are public
+    assert kinds_of("eyJhbGciOi.eyJzdWIiOiIxIn0.abcdefghijklmnopqrstu") == []   # header is not JSON
+    pem = "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA7\nabc==\n-----END RSA PRIVATE KEY-----"
+    assert kinds_of(f"x\n{pem}\ny") == [(pem, "KEY")]
+    truncated = "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC\nMIIEvQIBADANBgkq"
+    assert kinds_of(truncated + "\n\nNext paragraph.") == [(truncated, "KEY")]
+    for neg in ('password = "changeme"', "token = tokens[0]", "max_tokens = 4096", "api_key = os.environ['K']",
+                "password: ${DB_PASSWORD}", "secret: xxxxxxxxxxxx", "tokenizer = AutoTokenizer.from_pretrained(x)"):
+        assert kinds_of(neg) == [], neg
+    assert kinds_of('password = "Tr0ub4dor&3xK"') == [("Tr0ub4dor&3xK", "KEY")]
+    assert kinds_of("--password yk8HSbtQDXCNl3IgK4yf") == [("yk8HSbtQDXCNl3IgK4yf", "KEY")]
+    assert entropy("aaaa") == 0.0 and entropy("abcd") == 2.0
+
+
+def test_resolve_prefers_priority_then_length():
+    spans = [Span(0, 10, "PHONE"), Span(5, 20, "CREDIT_CARD"), Span(25, 30, "IP_ADDRESS"), Span(24, 31, "KEY")]
+    assert resolve(spans) == [Span(5, 20, "CREDIT_CARD"), Span(24, 31, "KEY")]
+
+
+def test_placeholders_and_pseudonyms():
+    text = "Mail ann.lee@fabrikam.io or ann.lee@fabrikam.io, not bo@contoso.net"
+    assert redact(text) == ("Mail <EMAIL> or <EMAIL>, not <EMAIL>", {"EMAIL": 3})
+    assert redact(text, placeholders={"EMAIL": "[email]"})[0] == "Mail [email] or [email], not [email]"
+    a, counts = redact(text, mode="pseudonym", pseudonym_key="k1")
+    b, _ = redact(text, mode="pseudonym", pseudonym_key="k1")
+    c, _ = redact(text, mode="pseudonym", pseudonym_key="k2")
+    assert a == b != c and counts == {"EMAIL": 3}
+    p = a.split()
+    assert p[1] == p[3].rstrip(",") != p[5] and p[1].startswith("<EMAIL_")
+    with pytest.raises(ValueError, match="pseudonym_key"):
+        Redactor(mode="pseudonym")
+    with pytest.raises(ValueError, match="itself be detected"):
+        Redactor(placeholders={"EMAIL": "x@fabrikam.io"})
+    with pytest.raises(ValueError, match="unknown PII kind"):
+        Redactor(kinds=["NAME"])
+    assert redact("k AKIAZ3MJKL7QW2RT9XYV 8.8.8.8", kinds=["IP_ADDRESS"]) == ("k AKIAZ3MJKL7QW2RT9XYV <IP_ADDRESS>", {"IP_ADDRESS": 1})
+
+
+PIECES = ["ann.lee@fabrikam.io", "8.8.8.8", "(415) 555-2671", "4539 1488 0343 6467", "SSN 536-22-8127",
+          "DE44 5001 0517 5407 3249 31", "AKIAZ3MJKL7QW2RT9XYV", 'password="Tr0ub4dor&3xK"', " ", "\n", ".",
+          "v1.2.3.4", "a", "@", ":", "-", "1", "x=", "<", ">", "_"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(PIECES), max_size=14), st.sampled_from(["placeholder", "pseudonym"]))
+def test_redaction_is_idempotent(parts, mode):
+    text = "".join(parts)
+    r = Redactor(mode=mode, pseudonym_key="key" if mode == "pseudonym" else "")
+    once, _ = r.redact(text)
+    twice, counts = r.redact(once)
+    assert twice == once and counts == {}
+
+
+@given(st.text(max_size=200))
+@settings(max_examples=300, deadline=None)
+def test_detect_never_crashes_and_spans_are_sane(text):
+    spans = detect(text)
+    assert all(0 <= s < e <= len(text) and k in KINDS for s, e, k in spans)
+    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
+
+
+ADVERSARIAL = {"at": "@", "dots": ".", "digits": "7", "base64": "aB3+/9Zq", "email_like": "a@b.",
+               "ip_like": "1.2.", "phone_like": "(5) ", "key_like": "password=", "hex_colon": "ab:"}
+
+
+@pytest.mark.parametrize("name", sorted(ADVERSARIAL))
+def test_linear_time_on_adversarial_runs(name):
+    unit = ADVERSARIAL[name]
+
+    def t(n):
+        text = (unit * (n // len(unit) + 1))[:n]
+        best = float("inf")
+        for _ in range(2):
+            t0 = time.perf_counter()
+            detect(text)
+            best = min(best, time.perf_counter() - t0)
+        return best
+
+    small, big = t(50_000), t(400_000)
+    # linear: ~8x; quadratic would be ~64x. Generous bound for a shared machine.
+    assert big / max(small, 1e-4) < 24, (name, small, big)
