@@ -9,6 +9,10 @@
 - `shardforge-<version>-py3-none-any.whl` (`--wheel`): for images or venvs that `pip install` it.
 - `shardforge_submit.py`: the main file to hand `spark-submit`; `shardforge_submit.py pipeline ARGS`
   runs the job module `shardforge.jobs.pipeline` with ARGS (any job under jobs/ works).
+- `requirements-executor.txt`: the runtime libraries pinned to the versions installed here
+  (for an executor image, a worker venv, or a YARN node's Python).
+- `jars/` (`--jars`): Delta Lake's jars as resolved by `make jars`, for `--jars dist/jars/*.jar`
+  or to copy into an image's `$SPARK_HOME/jars` (docker/Dockerfile does).
 - `shardforge-venv-<version>.tar.gz` (`--venv-archive`): a venv holding shardforge and its
   runtime libraries, for `spark.archives` (`--archives ...tar.gz#environment` and
   `spark.pyspark.python=./environment/bin/python`). The venv links to the base interpreter
@@ -99,6 +103,32 @@ def build_zip(dist: Path, root: Path | None = None) -> Path:
     return target
 
 
+def build_requirements(dist: Path) -> Path:
+    """Write `requirements-executor.txt`: what executors import, pinned to the versions here."""
+    dist.mkdir(parents=True, exist_ok=True)
+    target = dist / "requirements-executor.txt"
+    target.write_text("# what shardforge's executors import (pyspark comes from the cluster's Spark)\n"
+                      + "".join(f"{pin}\n" for pin in _pins(RUNTIME)))
+    return target
+
+
+def copy_jars(dist: Path, jars_dir: str | None = None) -> Path:
+    """Copy Delta's jars (from `make jars`, or SHARDFORGE_JARS) into `dist/jars/`."""
+    import shutil
+
+    from shardforge.session import find_jars
+
+    jars = find_jars(jars_dir or ".jars")
+    if not jars:
+        raise SystemExit("packaging: no Delta jars found; run `make jars` first (or set SHARDFORGE_JARS)")
+    target = dist / "jars"
+    shutil.rmtree(target, ignore_errors=True)
+    target.mkdir(parents=True)
+    for jar in jars:
+        shutil.copyfile(jar, target / Path(jar).name)
+    return target
+
+
 def build_submit_main(dist: Path) -> Path:
     """Write `shardforge_submit.py`, the generic spark-submit main file."""
     dist.mkdir(parents=True, exist_ok=True)
@@ -109,8 +139,11 @@ def build_submit_main(dist: Path) -> Path:
 
 def build_wheel(dist: Path, root: Path | None = None) -> Path:
     """Build the wheel with pip (no dependencies fetched, no build isolation)."""
+    import shutil
+
     root = root or source_root()
     dist.mkdir(parents=True, exist_ok=True)
+    had_build = (root / "build").exists()
     with tempfile.TemporaryDirectory() as tmp:
         proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
                                "-w", tmp, str(root)], capture_output=True, text=True)
@@ -119,6 +152,8 @@ def build_wheel(dist: Path, root: Path | None = None) -> Path:
         (wheel,) = Path(tmp).glob("shardforge-*.whl")
         target = dist / wheel.name
         os.replace(wheel, target)
+    if not had_build:  # setuptools leaves build/ in the source tree
+        shutil.rmtree(root / "build", ignore_errors=True)
     return target
 
 
@@ -169,10 +204,13 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def build(dist: str | Path, *, wheel: bool = False, venv_archive: bool = False) -> dict[str, Path]:
-    """Build the artifacts into `dist`; returns {"zip", "main"[, "wheel"][, "venv"]} -> path."""
+def build(dist: str | Path, *, wheel: bool = False, venv_archive: bool = False,
+          jars: bool = False) -> dict[str, Path]:
+    """Build the artifacts into `dist`; returns {"zip", "main", "requirements"[, "jars"][, "wheel"][, "venv"]}."""
     dist = Path(dist)
-    out = {"zip": build_zip(dist), "main": build_submit_main(dist)}
+    out = {"zip": build_zip(dist), "main": build_submit_main(dist), "requirements": build_requirements(dist)}
+    if jars:
+        out["jars"] = copy_jars(dist)
     if wheel or venv_archive:
         out["wheel"] = build_wheel(dist)
     if venv_archive:
@@ -185,10 +223,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dist", default="dist", help="output folder (default dist/)")
     ap.add_argument("--wheel", action="store_true", help="also build the wheel")
     ap.add_argument("--venv-archive", action="store_true", help="also build a venv tar.gz for spark.archives")
+    ap.add_argument("--jars", action="store_true", help="also copy Delta's jars into DIST/jars/")
+    ap.add_argument("--all", action="store_true", help="everything: zip, wheel, jars and venv archive")
     args = ap.parse_args(argv)
-    built = build(args.dist, wheel=args.wheel, venv_archive=args.venv_archive)
+    built = build(args.dist, wheel=args.wheel or args.all, venv_archive=args.venv_archive or args.all,
+                  jars=args.jars or args.all)
     for kind, path in built.items():
-        print(f"{kind:6s} {path}  sha256={sha256(path)[:16]}  {path.stat().st_size} bytes")
+        if path.is_dir():
+            print(f"{kind:12s} {path}/  {len(list(path.iterdir()))} files")
+        else:
+            print(f"{kind:12s} {path}  sha256={sha256(path)[:16]}  {path.stat().st_size} bytes")
     return 0
 
 
