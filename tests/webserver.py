@@ -159,6 +159,11 @@ class Handler(BaseHTTPRequestHandler):
         return code
 
 
+class _Server(ThreadingHTTPServer):
+    def handle_error(self, request, client_address):   # clients that hang up are part of the tests
+        pass
+
+
 class TestServer:
     """Start with `with TestServer() as srv:`; `srv.url(path)` gives a full URL."""
     __test__ = False   # not a pytest test class
@@ -178,7 +183,7 @@ class TestServer:
         self.images["tiny.jpg"] = _image("jpg", size=(40, 30), seed=9)
         self.bench = [_image("jpg", size=(640, 480), seed=100 + i) for i in range(16)]
         self.bomb = _bomb_png()
-        self.httpd = ThreadingHTTPServer((host, 0), Handler)
+        self.httpd = _Server((host, 0), Handler)
         self.httpd.daemon_threads = True
         self.httpd.request_queue_size = 256
         self.httpd.app = self

@@ -114,10 +114,8 @@ def download(urls_df: DataFrame, cfg, *, previous: Optional[DataFrame] = None,
     todo = firsts
     if previous is not None:
         prev = _best_per_url(previous.where(F.col("status") != "duplicate_url").select("url", *FETCH_COLS))
-        keep = F.col("status") == "ok"
-        if not cfg.retry_transient_failures:
-            keep = keep | ~F.col("status").isin(*TRANSIENT, "error")
-        prev = prev.where(keep)
+        if cfg.retry_transient_failures:      # ok and permanent failures stay; transient ones are refetched
+            prev = prev.where(~F.col("status").isin(*TRANSIENT, "error"))
         todo = firsts.join(prev.select("url"), "url", "left_anti")
         reused = firsts.join(prev, "url", "inner")
 
