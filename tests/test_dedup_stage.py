@@ -56,3 +56,141 @@ def test_transitive_cluster_collapses(spark, tmp_path):
     assert audit["c"].jaccard < 0.8 < audit["b"].jaccard
     rej = {r.id: r.reason for r in res.rejected.collect()}
     assert rej == {"b": "duplicate_of:a", "c": "duplicate_of:a"}
+
+
+# --- a planted corpus with the true Jaccard of every planted pair ----------------------
+
+def oracle_tokens(text: str) -> list[str]:
+    import re
+    return re.findall(r"[a-z0-9]+", text.lower())
+
+
+def oracle_jaccard(x: str, y: str, k: int = 5) -> float:
+    """Exact Jaccard of word 5-gram sets, independent of the stage's hashing."""
+    tx, ty = oracle_tokens(x), oracle_tokens(y)
+    sx = {tuple(tx[i:i + k]) for i in range(len(tx) - k + 1)}
+    sy = {tuple(ty[i:i + k]) for i in range(len(ty) - k + 1)}
+    if not sx and not sy:
+        return 1.0
+    return len(sx & sy) / len(sx | sy)
+
+
+def edit(tokens: list[str], rate: float, rng: random.Random) -> list[str]:
+    """Substitute, insert or delete each word with probability `rate`."""
+    out = []
+    for tok in tokens:
+        r = rng.random()
+        if r < rate / 3:
+            out.append("q" + str(rng.randrange(10**6)))
+        elif r < 2 * rate / 3:
+            out += [tok, "ins" + str(rng.randrange(10**6))]
+        elif r < rate:
+            continue
+        else:
+            out.append(tok)
+    return out
+
+
+RATES = (0.0, 0.005, 0.01, 0.02, 0.03, 0.05, 0.08, 0.15)
+
+
+def planted_corpus(seed: int = 7, families: int = 90, singles: int = 60, prefix: str = ""):
+    """{id: text}, and the families (lists of ids) whose pairs were planted."""
+    rng = random.Random(seed)
+    docs, fams = {}, []
+    for f in range(families):
+        base = make_doc(rng, rng.randrange(120, 320))
+        ids = [f"{prefix}f{f:03d}-0"]
+        docs[ids[0]] = " ".join(base)
+        for v in range(1, rng.randrange(2, 5)):
+            rate = rng.choice(RATES)
+            toks = edit(base, rate, rng)
+            text = " ".join(toks)
+            if rate == 0.0:   # an exact copy after normalisation: other case and punctuation
+                text = ", ".join(t.upper() if i % 7 == 0 else t for i, t in enumerate(toks)) + "."
+            ids.append(f"{prefix}f{f:03d}-{v}")
+            docs[ids[-1]] = text
+        fams.append(ids)
+    for s in range(singles):
+        docs[f"{prefix}s{s:03d}"] = " ".join(make_doc(rng, rng.randrange(60, 300)))
+    return docs, fams
+
+
+def quality_metrics(docs, fams, kept_ids, audit_rows):
+    removed = {r.id: r.duplicate_of for r in audit_rows}
+    assert set(removed) | set(kept_ids) == set(docs) and not set(removed) & set(kept_ids)
+    high = hit = 0
+    for ids in fams:
+        for i in range(len(ids)):
+            for j in range(i + 1, len(ids)):
+                if oracle_jaccard(docs[ids[i]], docs[ids[j]]) >= 0.85:
+                    high += 1
+                    hit += ids[i] in removed or ids[j] in removed
+    low = sum(oracle_jaccard(docs[d], docs[rep]) < 0.6 for d, rep in removed.items())
+    return hit / high, low / max(1, len(removed)), high, len(removed)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("exact_check", [True, False])
+def test_planted_corpus_quality(spark, tmp_path, exact_check):
+    docs, fams = planted_corpus()
+    df = rows_of(spark, sorted(docs.items()))
+    res = run(df, tmp_path, exact_jaccard_check=exact_check, rank_by="length")
+    kept = [r.id for r in res.kept.collect()]
+    audit = res.audit.collect()
+    recall, low_share, pairs, removed = quality_metrics(docs, fams, kept, audit)
+    print(f"exact_check={exact_check} recall={recall:.4f} low_share={low_share:.4f} pairs={pairs} removed={removed}")
+    assert pairs > 60 and removed > 60
+    assert recall >= 0.95, recall
+    assert low_share <= (0.0 if exact_check else 0.01), low_share
+    if exact_check:   # the audit's Jaccard is the true one
+        for r in audit[:50]:
+            assert r.jaccard == pytest.approx(oracle_jaccard(docs[r.id], docs[r.duplicate_of]), abs=1e-9)
+    assert res.rejected.count() == len(audit)
+
+
+@pytest.mark.slow
+def test_same_result_for_any_partitioning(spark, tmp_path):
+    docs, _ = planted_corpus(seed=11, families=40, singles=20)
+    df = rows_of(spark, sorted(docs.items()))
+    one = run(df.repartition(1), tmp_path / "one", rank_by="length")
+    many = run(df.repartition(7, "text"), tmp_path / "many", rank_by="length")
+    assert sorted(r.id for r in one.kept.collect()) == sorted(r.id for r in many.kept.collect())
+    key = lambda r: r.id  # noqa: E731
+    assert sorted(one.audit.collect(), key=key) == sorted(many.audit.collect(), key=key)
+    assert sorted(one.signatures.collect(), key=key) == sorted(many.signatures.collect(), key=key)
+
+
+def test_rules_for_images_short_empty_and_ids(spark, tmp_path):
+    from shardforge.schemas import DOCUMENT
+    rng = random.Random(5)
+    long_text = " ".join(make_doc(rng, 80))
+    png_a, png_b = b"\x89PNG fake image bytes A", b"\x89PNG fake image bytes B"
+    rows = [
+        ("t1", long_text, "s", None, "document", None, None, None, None),
+        ("t2", long_text.upper() + " !!", "s", None, "document", None, None, None, None),   # exact dup
+        ("short1", "Hello  world", "s", None, "document", None, None, None, None),         # 2 tokens < 5
+        ("short2", "hello, WORLD", "s", None, "document", None, None, None, None),         # exact dup of short1
+        ("short3", "hello there", "s", None, "document", None, None, None, None),          # kept: no near-dedup
+        ("empty1", "   ", "s", None, "document", None, None, None, None),
+        ("empty2", None, "s", None, "document", None, None, None, None),
+        ("img1", "a caption", "s", "http://x/1", "image", None, png_a, 1, 1),
+        ("img2", "another caption", "s", "http://x/2", "image", None, png_a, 1, 1),      # same bytes
+        ("img3", "a caption", "s", "http://x/3", "image", None, png_b, 1, 1),            # same caption only
+        ("img4", "a caption", "s", "http://x/4", "image", None, None, None, None),
+        ("t1", "different text reusing the id t1 for another document", "s", None, "document", None, None, None, None),
+    ]
+    df = spark.createDataFrame(rows, DOCUMENT).withColumn("extra", __import__("pyspark.sql.functions", fromlist=["lit"]).lit(7))
+    res = run(df, tmp_path, rank_by="length")
+    kept = sorted(r.id for r in res.kept.collect())
+    assert kept == ["img1", "img3", "short1", "short3", "t2"]
+    assert "extra" in res.kept.columns and res.kept.where("extra = 7").count() == 5
+    reasons = sorted((r.id, r.reason) for r in res.rejected.collect())
+    assert reasons == [("empty1", "invalid:empty_text"), ("empty2", "invalid:empty_text"),
+                       ("img2", "duplicate_of:img1"), ("img4", "invalid:missing_image"),
+                       ("short2", "duplicate_of:short1"), ("t1", "duplicate_of:t2"),
+                       ("t1", "invalid:duplicate_id")]
+    assert df.count() == res.kept.count() + res.rejected.count()
+    side = {r.id: r for r in res.signatures.collect()}
+    assert side["t2"].signature is not None and len(side["t2"].bands) == 14
+    assert side["short1"].signature is None and side["img1"].kind == "image"
