@@ -55,7 +55,7 @@ def read_rank(rank: int, world: int, shards: str, port: int, batch_size: int, qu
 
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
     try:
-        ds = ShardedDataset(shards, seed=0, shuffle=True, columns=["id", "text"])
+        ds = ShardedDataset(shards, seed=0, shuffle=True, columns=["id", "text"], batch_size=batch_size)
         loader = DataLoader(ds, batch_size=batch_size, num_workers=1)
         ids = []
         first = None

@@ -79,7 +79,7 @@ def read_inputs(spark: SparkSession, cfg: Config, run: Run) -> StageResult:
 
 
 def download_step(spark: SparkSession, cfg: Config, run: Run) -> StageResult:
-    from .download import download, merge_results, read_url_list
+    from .download import download, load_previous, merge_results, read_url_list, summary_dict
 
     layout = Layout(cfg.pipeline.output)
     t = time.monotonic()
@@ -87,13 +87,10 @@ def download_step(spark: SparkSession, cfg: Config, run: Run) -> StageResult:
     for path in cfg.pipeline.urls:
         df = read_url_list(spark, path, cfg.download)
         urls = df if urls is None else urls.unionByName(df)
-    previous = read_table(spark, layout.downloads) if is_delta(layout.downloads) else None
-    res = download(urls, cfg.download, previous=previous)
+    res = download(urls, cfg.download, previous=load_previous(spark, layout.downloads))
     results = run.persist(res.results)
     merge_results(spark, results, layout.downloads)
-    from .download import status_counts
-
-    run.report["downloads"] = status_counts(read_table(spark, layout.downloads))
+    run.report["downloads"] = summary_dict(results)
     return run.account("download", None, StageResult(res.kept, res.rejected), t)
 
 
@@ -139,16 +136,16 @@ def redact_step(cfg: Config, run: Run, docs: DataFrame, n: int) -> StageResult:
 def dedup_step(spark: SparkSession, cfg: Config, run: Run, docs: DataFrame, n: int):
     """Returns (kept/rejected, a callable that records the kept documents' signatures in the
     side table: call it once they are in the curated table)."""
-    from .dedup import dedup, duplicate_summary, read_side_table, update_side_table
+    from .dedup import dedup, read_side_table, summary, update_side_table
 
     layout = Layout(cfg.pipeline.output)
-    previous = read_side_table(spark, layout.dedup_state) if is_delta(layout.dedup_state) else None
+    previous = read_side_table(spark, layout.dedup_state)
     checkpoint = cfg.dedup.checkpoint_dir or os.path.join(cfg.pipeline.output, "_checkpoints")
     t = time.monotonic()
     res = dedup(docs, cfg.dedup, previous=previous, checkpoint_dir=checkpoint)
     out = run.account("dedup", n, StageResult(res.kept, res.rejected), t)
     audit = run.persist(res.audit)
-    run.report["duplicates"] = duplicate_summary(audit)
+    run.report["duplicates"] = summary(audit)
     merge_new(spark, audit, layout.dedup_audit, key="id")
     return out, lambda: update_side_table(spark, res.signatures, layout.dedup_state)
 
