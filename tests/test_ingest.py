@@ -1,0 +1,77 @@
+"""Reading documents: every line is a document or a reject with a reason; ids are stable;
+bad paths and bad config give clear messages."""
+import json
+
+import pytest
+
+from shardforge.config import IngestSection
+from shardforge.ingest import InputError, read_documents
+from shardforge.keys import derived_id
+
+LINES = [
+    '{"id": "a", "text": "first document", "lang": "en"}',
+    '{"id": "b", "text": "cut off',
+    '',
+    '[1, 2, 3]',
+    '{"text": "no id here", "topic": {"x": 1}}',
+    '{"id": 7, "text": "numeric id"}',
+    '{"id": "c"}',
+]
+
+
+def test_jsonl_rows_are_kept_or_rejected_with_reasons(spark, tmp_path):
+    p = tmp_path / "in" / "docs.jsonl"
+    p.parent.mkdir()
+    p.write_text("\n".join(LINES) + "\n")
+    kept, rejected = read_documents(spark, str(p.parent), IngestSection())
+    docs = {r.id: r for r in kept.collect()}
+    rej = sorted((r.reason, r.detail) for r in rejected.collect())
+    assert len(docs) + len(rej) == len(LINES)
+    assert set(docs) == {"a", "7", derived_id("no id here", "docs.jsonl")}
+    assert docs["a"].source == "docs.jsonl" and json.loads(docs["a"].meta) == {"lang": "en"}
+    assert json.loads(docs[derived_id("no id here", "docs.jsonl")].meta) == {"topic": '{"x":1}'}
+    assert [r[0] for r in rej] == ["invalid:blank_line", "invalid:malformed_json", "invalid:missing_text",
+                                   "invalid:not_an_object"]
+    assert rej[1][1].startswith('{"id": "b"')
+
+
+def test_ids_do_not_depend_on_partitioning(spark, tmp_path):
+    p = tmp_path / "docs.jsonl"
+    p.write_text("\n".join(json.dumps({"text": f"document number {i}"}) for i in range(200)) + "\n")
+    a = sorted(r.id for r in read_documents(spark, str(p), IngestSection()).kept.collect())
+    spark.conf.set("spark.sql.files.maxPartitionBytes", "512")
+    try:
+        df = read_documents(spark, str(p), IngestSection()).kept
+        assert df.rdd.getNumPartitions() > 1
+        b = sorted(r.id for r in df.collect())
+    finally:
+        spark.conf.unset("spark.sql.files.maxPartitionBytes")
+    assert a == b and len(set(a)) == 200
+
+
+def test_parquet_and_text_inputs(spark, tmp_path):
+    spark.createDataFrame([("x1", "parquet text", 3)], "doc_id string, body string, n int") \
+        .write.parquet(str(tmp_path / "pq"))
+    kept, rej = read_documents(spark, str(tmp_path / "pq"), IngestSection(id_column="doc_id", text_column="body"))
+    [row] = kept.collect()
+    assert (row.id, row.text, json.loads(row.meta)) == ("x1", "parquet text", {"n": 3})
+    (tmp_path / "txt").mkdir()
+    (tmp_path / "txt" / "one.txt").write_text("a whole file\nis one document\n")
+    [doc] = read_documents(spark, str(tmp_path / "txt"), IngestSection()).kept.collect()
+    assert doc.text.startswith("a whole file") and doc.source == "one.txt"
+    with pytest.raises(InputError, match="no text column 'text'"):
+        read_documents(spark, str(tmp_path / "pq"), IngestSection())
+
+
+def test_missing_input_and_unknown_key_are_clear_cli_errors(spark, tmp_path, capsys):
+    from shardforge.cli import main
+
+    code = main(["pipeline", "--input", str(tmp_path / "nope.jsonl"), "--output", str(tmp_path / "o")])
+    assert code == 2
+    assert f"input not found: {tmp_path / 'nope.jsonl'}" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        main(["build-shards", "--input", "x", "--output", "y", "--set", "shards.num_shard=3"])
+    assert exit_.value.code == 2
+    assert "shards.num_shard: unknown key" in capsys.readouterr().err
+    code = main(["build-shards", "--input", str(tmp_path / "nope"), "--output", str(tmp_path / "o")])
+    assert code == 2 and "input not found" in capsys.readouterr().err
