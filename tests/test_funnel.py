@@ -1,0 +1,84 @@
+"""The no-funnel check, on a real Spark 4.2 event log of a probe job with known funnels.
+
+tests/data/funnel/probe.py produced the log (its header has the command); the check on the
+full pipeline run is in test_cluster.py.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from shardforge import funnel
+
+LOG = Path(__file__).parent / "data" / "funnel" / "probe_events.zstd"
+
+
+@pytest.fixture(scope="module")
+def result():
+    return funnel.check_event_log(LOG)
+
+
+def test_reads_the_whole_log():
+    events = list(funnel.read_events(LOG))
+    assert events[0]["Event"] == "SparkListenerLogStart"
+    assert events[-1]["Event"] == "SparkListenerApplicationEnd"
+
+
+def test_finds_every_planted_funnel(result):
+    found = {(v.kind, v.execution) for v in result.violations}
+    assert ("driver-rows", 2) in found                  # df.collect() of 20000 rows
+    assert ("coalesce-1", 3) in found                   # coalesce(1).write
+    assert ("single-partition-exchange", 4) in found    # Window.orderBy without partitionBy
+    assert ("single-partition-exchange", 5) in found    # repartition(1).write
+    assert {("few-tasks", 4), ("few-tasks", 5)} <= {(v.kind, v.execution) for v in result.violations}
+    assert not result.ok
+
+
+def test_leaves_the_harmless_queries_alone(result):
+    flagged = {v.execution for v in result.violations}
+    assert 0 not in flagged        # groupBy(k).count() written with 4 tasks per stage
+    assert 1 not in flagged        # count(): one partial row per partition
+    assert 6 not in flagged        # take(3)
+    assert any(n.kind == "global-aggregate" and n.execution == 1 for n in result.notes)
+    rows = {e["id"]: e.get("rows_to_driver") for e in result.executions}
+    assert rows[1] == 1 and rows[2] == 20000 and rows[6] == 3
+
+
+def test_settings_come_from_the_run(result):
+    assert result.settings["shuffle_partitions"] == 4
+    assert result.settings["aqe_coalesce_partitions"] is False
+    assert result.settings["min_tasks"] == 4
+
+
+def test_thresholds_are_parameters():
+    res = funnel.check_event_log(LOG, max_driver_rows=50_000)
+    assert "driver-rows" not in {v.kind for v in res.violations}
+    res = funnel.check_event_log(LOG, max_result_bytes=10_000)
+    assert any(v.kind == "driver-bytes" and v.execution == 2 for v in res.violations)
+
+
+def test_cli_exit_status_and_json(capsys):
+    assert funnel.main([str(LOG)]) == 1
+    assert "VIOLATION coalesce-1" in capsys.readouterr().out
+    assert funnel.main([str(LOG), "--json"]) == 1
+    assert '"ok": false' in capsys.readouterr().out
+
+
+def test_event_log_conf(tmp_path):
+    conf = funnel.event_log_conf(tmp_path / "ev")
+    assert conf["spark.eventLog.enabled"] == "true"
+    assert conf["spark.eventLog.dir"] == (tmp_path / "ev").resolve().as_uri()
+
+
+def test_clear_errors(tmp_path):
+    with pytest.raises(FileNotFoundError):
+        funnel.check_event_log(tmp_path / "nothing")
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    with pytest.raises(ValueError, match="2 applications"):
+        funnel.check_event_log(tmp_path)
+    lz4 = tmp_path / "a" / "events_1_app.lz4"
+    lz4.write_bytes(b"x")
+    with pytest.raises(ValueError, match="codec lz4"):
+        funnel.check_event_log(tmp_path / "a")
