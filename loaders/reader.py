@@ -13,8 +13,11 @@ from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute  # noqa: F401  (Table.take needs it; importing it here keeps ~1 s of
+                        # one-time set-up out of the first batch)
 
 from . import assignment, state as st
+from .gather import take
 from .order import EpochOrder
 from .source import LoaderError, Source
 
@@ -164,21 +167,19 @@ class ShardReader:
 
     def _read_range(self, order: EpochOrder, start: int, stop: int, cache: dict) -> Iterator[pa.Table]:
         """Rows at epoch positions [start, stop), window by window (one window decoded
-        at a time, kept for the next call)."""
+        and permuted at a time, kept for the next call)."""
         pos = start
         while pos < stop:
             w = order.window_of(pos)
             ws, we = order.window_span(w)
             if cache.get("w") != w:
                 cache.clear()
-                cache.update(w=w, table=self.source.read_many(order.window_blocks(w)),
-                             perm=order.window_rows(w))
+                table = self.source.read_many(order.window_blocks(w))
+                perm = order.window_rows(w)
+                # one gather per window (cheaper than one per batch); batches are then slices
+                cache.update(w=w, table=table if perm is None else take(table, perm))
             end = min(stop, we)
-            perm = cache["perm"]
-            if perm is None:
-                yield cache["table"].slice(pos - ws, end - pos)
-            else:
-                yield cache["table"].take(perm[pos - ws:end - ws])
+            yield cache["table"].slice(pos - ws, end - pos)
             pos = end
 
     def iter_batches(self, batch_size: int = 1024) -> Iterator[pa.RecordBatch]:
