@@ -7,7 +7,14 @@ import re
 
 from .spans import Span, luhn_ok
 
-_CAND = re.compile(r"[0-9](?<![A-Za-z0-9_.\-/][0-9])[0-9 \-]{11,22}+")
+# The written forms (plain, 4-4-4-4[-3], 4-6-5, 4-6-4, 4-4-4-1) with one kind of
+# separator; the first digit must not continue a word or number on its left.
+_CAND = re.compile(
+    r"[0-9](?<![A-Za-z0-9_.\-/][0-9])"
+    r"(?:[0-9]{3}([ \-])[0-9]{4}\1[0-9]{4}\1[0-9]{4}(?:\1[0-9]{3})?"
+    r"|[0-9]{3}([ \-])[0-9]{6}\2[0-9]{4,5}"
+    r"|[0-9]{3}([ \-])[0-9]{4}\3[0-9]{4}\3[0-9]"
+    r"|[0-9]{12,18})")
 # digits only, or groups split by ONE kind of separator
 _GROUPINGS = {(4, 4, 4, 4), (4, 4, 4, 4, 3), (4, 6, 5), (4, 6, 4), (4, 4, 4, 1)}
 _IBAN_HEAD = re.compile(r"[A-Z]{2}[0-9]{2}[ \-]?\Z")     # the rest of an IBAN is not a card

@@ -8,10 +8,8 @@ import re
 
 from .spans import Span
 
-# First local char must not continue a run of local chars (keeps the scan linear).
-_EMAIL = re.compile(
-    r"[A-Za-z0-9_%+\-](?<![A-Za-z0-9._%+\-][A-Za-z0-9_%+\-])[A-Za-z0-9._%+\-]{0,63}+"
-    r"@([A-Za-z0-9](?:[A-Za-z0-9.\-]{0,251}[A-Za-z0-9])?)")
+_LOCAL_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._%+-")
+_DOMAIN = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9.\-]{0,251}[A-Za-z0-9])?")
 _LABEL = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9\-]{0,61}[A-Za-z0-9])?\Z")
 _TLD = re.compile(r"(?:[A-Za-z]{2,24}|xn--[A-Za-z0-9\-]{2,59})\Z")
 
@@ -58,24 +56,37 @@ def _domain_ok(domain: str) -> bool:
 
 
 def find(text: str, include_reserved: bool = False) -> list[Span]:
-    """EMAIL spans. Cost: one linear regex scan, skipped when `text` has no '@'."""
+    """EMAIL spans. Anchored on each '@': at most 64 characters back for the local
+    part and one bounded domain match forward, so the cost is linear."""
     if "@" not in text:
         return []
     out = []
-    for m in _EMAIL.finditer(text):
-        start, at = m.start(), m.start(1) - 1
-        local, domain = text[start:at], m.group(1)
-        end = m.end(1)
+    n = len(text)
+    at = text.find("@")
+    while at != -1:
+        nxt = text.find("@", at + 1)
+        start = at
+        lo = max(0, at - 64)
+        while start > lo and text[start - 1] in _LOCAL_CHARS:
+            start -= 1
+        m = _DOMAIN.match(text, at + 1) if start < at else None
+        if m is None or (start == lo and lo > 0 and text[lo - 1] in _LOCAL_CHARS):
+            at = nxt                      # no local part, or one longer than 64 chars
+            continue
+        at_pos, at = at, nxt
+        local, domain = text[start:at_pos], m.group()
+        end = m.end()
         # Trailing dots/hyphens of a sentence are not part of the domain.
         if local.startswith(".") or local.endswith(".") or ".." in local:
             continue
         if not _domain_ok(domain):
             continue
-        if end < len(text) and text[end] == "@":
+        if end < n and text[end] == "@":
             continue                        # a@b.c@d: not a single address
-        if end + 1 < len(text) and text[end] == ":" and (text[end + 1].isalnum() or text[end + 1] in "~/"):
+        if end + 1 < n and text[end] == ":" and (text[end + 1].isalnum() or text[end + 1] in "~/"):
             continue                        # git@host:org/repo.git (scp-style remote)
-        line_start = max(text.rfind(" ", 0, start), text.rfind("\n", 0, start), start - 512)
+        lo = max(0, start - 512)
+        line_start = max(text.rfind(" ", lo, start), text.rfind("\n", lo, start), lo - 1)
         if "://" in text[line_start + 1:start]:
             continue                        # user-info of a URL (scheme://user:pass@host)
         if not include_reserved and is_placeholder(local, domain):

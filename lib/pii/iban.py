@@ -35,8 +35,13 @@ def find(text: str, include_reserved: bool = False) -> list[Span]:
     """IBAN spans (the printed form may contain single spaces)."""
     out = []
     n = len(text)
-    for m in _CAND.finditer(text):
+    pos = 0
+    while True:
+        m = _CAND.search(text, pos)
+        if m is None:
+            return out
         s = m.start()
+        pos = s + 2                         # a rejected candidate: look again just after its start
         length = LENGTHS.get(text[s:s + 2])
         if length is None:
             continue
@@ -63,4 +68,4 @@ def find(text: str, include_reserved: bool = False) -> list[Span]:
         if not include_reserved and iban in _EXAMPLES:
             continue
         out.append(Span(s, end, "IBAN"))
-    return out
+        pos = end

@@ -15,8 +15,15 @@ import re
 
 from .spans import Span
 
-_V4 = re.compile(r"[0-9](?<![A-Za-z0-9_.\-][0-9])[0-9]{0,2}+(?:\.[0-9]{1,3}+){3}")
-_V6 = re.compile(r"[0-9A-Fa-f:](?<![0-9A-Za-z_:.\-][0-9A-Fa-f:])[0-9A-Fa-f:.]{2,45}+")
+# Found from its first dot (a literal the regex engine jumps to), then extended back.
+_V4_DOTS = re.compile(r"\.[0-9]{1,3}+\.[0-9]{1,3}+\.[0-9]{1,3}+")
+_V4 = re.compile(r"[0-9]{1,3}+(?:\.[0-9]{1,3}+){3}")
+_V4_LEFT = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
+# Any IPv6 text has two colons at most four hex digits apart: find those (the
+# regex engine jumps to each ':'), then take the whole run of address characters.
+_V6_SEED = re.compile(r":[0-9A-Fa-f]{0,4}:")
+_V6_CHARS = frozenset("0123456789abcdefABCDEF:.")
+_V6_LEFT = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_:.-")
 _VERSION_BEFORE = re.compile(
     r"(?i)(?:\bv|\bversion|\bver\.?|\brelease|\bbuild|\bfirmware|\bfw|\bupdate|\bupgrade|\bdowngrade"
     r"|\bpatch|\bbump(?:ed)?|\brev|\bsemver|\bapi|\bspec|\bprotocol|\bsection|\bsec\.|\bchapter|\bclause"
@@ -25,6 +32,7 @@ _VERSION_BEFORE = re.compile(
 _VERSION_CLAUSE = re.compile(
     r"(?i)\b(?:upgrad\w*|updat\w*|downgrad\w*|install\w*|releas\w*|version\w*|bump\w*|migrat\w*)\b"
     r"[^.;,:!?\n]{0,32}\b(?:from|to|into|onto|at|is|of|=)\s+(?:[0-9][0-9.]*\s+(?:to|and|or)\s+)?\Z")
+_VERSION_WORDS = ("upgrad", "updat", "downgrad", "install", "releas", "version", "bump", "migrat")
 _V6_GLOBAL = ipaddress.ip_network("2000::/3")
 _WORD = re.compile(r"[A-Za-z0-9_]")
 
@@ -44,39 +52,81 @@ def _public_v6(addr: ipaddress.IPv6Address) -> bool:
     return addr in _V6_DOCUMENTATION or (addr in _V6_GLOBAL and addr.is_global)
 
 
+def _v4_matches(text: str):
+    """(start, end) of dotted quads not glued to a longer token on the left."""
+    pos = 0
+    while True:
+        m = _V4_DOTS.search(text, pos)
+        if m is None:
+            return
+        dot = m.start()
+        s = dot
+        while s > 0 and dot - s < 4 and text[s - 1].isdigit() and text[s - 1].isascii():
+            s -= 1
+        pos = dot + 1
+        if s == dot or dot - s > 3 or (s > 0 and text[s - 1] in _V4_LEFT):
+            continue
+        q = _V4.match(text, s)
+        if q:
+            yield q.start(), q.end()
+            pos = q.end()
+
+
 def _v4_candidates(text: str, include_reserved: bool) -> list[Span]:
     out = []
     n = len(text)
-    for m in _V4.finditer(text):
-        s, e = m.span()
+    for s, e in _v4_matches(text):
         if e < n and (_WORD.match(text[e]) or (text[e] in ".-" and e + 1 < n and text[e + 1].isdigit())):
             continue                              # part of a longer dotted run or token
-        octets = m.group().split(".")
+        quad = text[s:e]
+        octets = quad.split(".")
         if any(len(o) > 1 and o[0] == "0" for o in octets) or any(int(o) > 255 for o in octets):
             continue
         if octets[2] == "0" and octets[3] == "0":
             continue                              # x.y.0.0: a network or a version, not a host
-        if s > 0 and text[s - 1] == "/" and s > 1 and text[s - 2].isalnum():
+        if s > 1 and text[s - 1] == "/" and text[s - 2].isalnum():
             continue                              # Product/1.2.3.4 (user agents, tool versions)
-        if _VERSION_BEFORE.search(text, max(0, s - 24), s) or _VERSION_CLAUSE.search(text, max(0, s - 80), s):
+        if _VERSION_BEFORE.search(text, max(0, s - 24), s):
             continue
-        addr = ipaddress.IPv4Address(m.group())
+        window = text[max(0, s - 80):s].lower()
+        if any(w in window for w in _VERSION_WORDS) and _VERSION_CLAUSE.search(window):
+            continue
+        addr = ipaddress.IPv4Address(quad)
         if include_reserved or _public_v4(addr):
             out.append(Span(s, e, "IP_ADDRESS"))
     return out
 
 
+def _v6_runs(text: str):
+    """(start, end) of maximal runs of address characters around each colon seed."""
+    n = len(text)
+    last_end = -1
+    for m in _V6_SEED.finditer(text):
+        if m.start() < last_end:
+            continue
+        s = m.start()
+        while s > 0 and m.start() - s < 45 and text[s - 1] in _V6_CHARS:
+            s -= 1
+        e = m.end()
+        while e < n and e - s < 46 and text[e] in _V6_CHARS:
+            e += 1
+        last_end = e
+        if (s > 0 and text[s - 1] in _V6_LEFT) or e - s > 45 or e - s < 3:
+            continue
+        yield s, e
+
+
 def _v6_candidates(text: str, include_reserved: bool) -> list[Span]:
     out = []
     n = len(text)
-    for m in _V6.finditer(text):
-        s, e = m.span()
-        cand = m.group()
-        if cand.count(":") < 2:
-            continue
-        while cand and cand[-1] == "." :
+    for s, e in _v6_runs(text):
+        cand = text[s:e]
+        colons = cand.count(":")
+        if colons < 2 or ("::" not in cand and colons < 7 and not (colons == 6 and "." in cand)):
+            continue                              # 12:30:45 and other short colon runs
+        while cand and cand[-1] == ".":
             cand = cand[:-1]
-        if e < n and (_WORD.match(text[e]) and not text[e] == "%"):
+        if e < n and _WORD.match(text[e]):
             continue
         addr = None
         for c in (cand, cand.rstrip(":")):
@@ -99,6 +149,6 @@ def _v6_candidates(text: str, include_reserved: bool) -> list[Span]:
 def find(text: str, include_reserved: bool = False) -> list[Span]:
     """IP_ADDRESS spans (IPv4 and IPv6). Linear: bounded regexes, one pass each."""
     out = _v4_candidates(text, include_reserved) if "." in text else []
-    if "::" in text or text.count(":") >= 7:
+    if ":" in text:
         out += _v6_candidates(text, include_reserved)
     return out

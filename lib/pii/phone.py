@@ -11,7 +11,13 @@ import re
 
 from .spans import Span
 
-_CAND = re.compile(r"[+(0-9](?<![A-Za-z0-9_.+\-/#$€£=][+(0-9])[0-9 ().\-+]{6,24}+")
+# token starts: a digit, '+' or '(' not glued to a word, number or path on its left
+_START = re.compile(r"[+(0-9](?<![A-Za-z0-9_.+\-/#$€£=][+(0-9])")
+# the written forms, tried at each token start (anchored, bounded, no nesting)
+_FORMS = re.compile(
+    r"(?:\+1[ .\-]?|1[ .\-])?(?:\([2-9][0-9]{2}\) ?|[2-9][0-9]{2}[ .\-])[2-9][0-9]{2}[ .\-][0-9]{4}"   # NANP
+    r"|\+1[2-9][0-9]{2}[2-9][0-9]{6}"                                                           # +1 E.164
+    r"|(?:\+|00 ?)[1-9][0-9]{0,2}(?:[ .\-]?\(0\))?(?:[ .\-]?\(?[0-9]{1,5}\)?){1,7}")              # international
 _NANP = re.compile(
     r"(?:\+?1[ .\-]?)?(?:\(([2-9][0-9]{2})\) ?|([2-9][0-9]{2})([ .\-]))([2-9][0-9]{2})[ .\-]([0-9]{4})\Z")
 _NANP_PLUS = re.compile(r"\+1([2-9][0-9]{2})([2-9][0-9]{2})([0-9]{4})\Z")
@@ -59,11 +65,18 @@ def _intl_ok(cand: str) -> bool:
 
 
 def find(text: str, include_reserved: bool = False) -> list[Span]:
-    """PHONE spans. One linear scan for digit runs with separators, then validation."""
+    """PHONE spans: each token start is tried against the written forms, then validated."""
     out = []
     n = len(text)
-    for m in _CAND.finditer(text):
-        s, e = m.span()
+    last_end = -1
+    for t in _START.finditer(text):
+        s = t.start()
+        if s < last_end:
+            continue
+        m = _FORMS.match(text, s)
+        if m is None:
+            continue
+        e = m.end()
         while e > s and not text[e - 1].isdigit() and text[e - 1] != ")":
             e -= 1
         if text[e - 1] == ")" and text.count("(", s, e) < text.count(")", s, e):
@@ -78,15 +91,12 @@ def find(text: str, include_reserved: bool = False) -> list[Span]:
         if _ID_BEFORE.search(text, max(0, s - 12), s):
             continue
         if cand[0] == "+" or cand.startswith("00"):
-            if "+" not in cand[1:] and _intl_ok(cand):
-                out.append(Span(s, e, "PHONE"))
-            continue
-        if "+" in cand:
-            continue
-        mm = _NANP.match(cand)
-        if mm:
-            npa = mm.group(1) or mm.group(2)
-            if _nanp_ok(npa, mm.group(4), mm.group(5)) and (mm.group(3) is None or
-                                                             cand.count(mm.group(3)) >= 2):
-                out.append(Span(s, e, "PHONE"))
+            ok = _intl_ok(cand)
+        else:
+            mm = _NANP.match(cand)
+            ok = bool(mm) and _nanp_ok(mm.group(1) or mm.group(2), mm.group(4), mm.group(5)) and (
+                mm.group(3) is None or cand.count(mm.group(3)) >= 2)
+        if ok:
+            out.append(Span(s, e, "PHONE"))
+            last_end = e
     return out

@@ -23,6 +23,7 @@ DETECTORS: dict[str, Callable[[str, bool], list[Span]]] = {
 ALL_KINDS = tuple(DETECTORS)
 PSEUDONYM_HEX = 12
 MAX_PASSES = 4
+GLUE_WINDOW = 320
 _PSEUDONYM = re.compile(r"<(?:" + "|".join(ALL_KINDS) + r")_[0-9a-f]{%d}>" % PSEUDONYM_HEX)
 
 
@@ -52,6 +53,7 @@ class Redactor:
         self.key = pseudonym_key.encode("utf-8") if isinstance(pseudonym_key, str) else bytes(pseudonym_key)
         self.include_reserved = include_reserved
         texts = sorted({p for p in self.placeholders.values() if p}, key=len, reverse=True)
+        self._default_placeholders = all(self.placeholders[k] == f"<{k}>" for k in ALL_KINDS)
         self._protect = re.compile("|".join([_PSEUDONYM.pattern] + [re.escape(t) for t in texts]))
         for kind, text in self.placeholders.items():
             if self._raw_detect(text):
@@ -65,14 +67,47 @@ class Redactor:
 
     def detect(self, text: str | None) -> list[Span]:
         """Non-overlapping spans sorted by start; never inside a placeholder or
-        pseudonym. None or "" gives []."""
+        pseudonym. None or "" gives [].
+
+        A value glued to a detected one ("a@b.io(415) 555-2671") is only visible
+        once its neighbour is replaced, so next to every span that is not set apart
+        by whitespace the detectors also run on a short window starting (or ending)
+        at the span's edge, as if the neighbour were already a placeholder. Chains
+        of glued values are followed; each step costs O(GLUE_WINDOW)."""
         if not text:
             return []
         spans = self._raw_detect(text)
         if spans:
+            spans = self._glued(text, spans)
             protected = [m.span() for m in self._protect.finditer(text)]
             spans = drop_overlapping(spans, protected)
         return spans
+
+    def _glued(self, text: str, spans: list[Span]) -> list[Span]:
+        n = len(text)
+        extra: list[Span] = []
+        for sp in spans:
+            e = sp.end
+            while e < n and not _right_isolated(text, e):          # followers, left to right
+                window = text[e:e + GLUE_WINDOW]
+                nxt = [x for x in self._raw_detect(window) if x.start == 0 and x.end < len(window) - 2
+                       or x.start == 0 and e + len(window) == n]
+                if not nxt:
+                    break
+                x = nxt[0]
+                extra.append(Span(e, e + x.end, x.kind))
+                e += x.end
+            b = sp.start
+            while b > 0 and not _left_isolated(text, b):            # leaders, right to left
+                lo = max(0, b - GLUE_WINDOW)
+                window = text[lo:b]
+                prev = [x for x in self._raw_detect(window) if x.end == len(window) and (x.start > 2 or lo == 0)]
+                if not prev:
+                    break
+                x = prev[-1]
+                extra.append(Span(lo + x.start, b, x.kind))
+                b = lo + x.start
+        return resolve(spans + extra) if extra else spans
 
     def replacement(self, kind: str, value: str) -> str:
         if self.mode == "placeholder":
@@ -100,8 +135,34 @@ class Redactor:
                 counts[s.kind] = counts.get(s.kind, 0) + 1
                 pos = s.end
             parts.append(text[pos:])
+            isolated = self._default_placeholders and all(_isolated(text, s.start, s.end) for s in spans)
             text = "".join(parts)
+            if isolated:
+                break          # no neighbour can see the change: the result is already a fixpoint
         return text, counts
+
+
+_OPEN = frozenset("([{\"'`")
+_CLOSE = frozenset(".,;:!?)]}\"'`")
+
+
+def _left_isolated(text: str, start: int) -> bool:
+    return start == 0 or text[start - 1].isspace() or (
+        text[start - 1] in _OPEN and (start == 1 or text[start - 2].isspace()))
+
+
+def _right_isolated(text: str, end: int) -> bool:
+    n = len(text)
+    return end == n or text[end].isspace() or (text[end] in _CLOSE and (end + 1 == n or text[end + 1].isspace()))
+
+
+def _isolated(text: str, start: int, end: int) -> bool:
+    """True if text[start:end] is set apart by whitespace (optionally behind one
+    opening bracket/quote, or before one closing punctuation mark). Replacing such a
+    span by `<KIND>` or `<KIND_hex>` cannot change what the detectors see around it:
+    their boundary checks look at most two characters outside a value, and the
+    default placeholders contain no keyword any detector looks for."""
+    return _left_isolated(text, start) and _right_isolated(text, end)
 
 
 _DEFAULT: Redactor | None = None

@@ -12,31 +12,37 @@ import re
 
 from .spans import Span, char_classes, entropy
 
-_B = r"(?<![A-Za-z0-9_\-])"          # left boundary for token formats
-_E = r"(?![A-Za-z0-9_\-])"            # right boundary
+_BOUNDARY = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+# Each format starts with a literal prefix, so the regex engine jumps between its
+# occurrences; the left boundary is checked in Python. (trigger, offset, kind,
+# pattern): the pattern is matched `offset` characters before each trigger hit.
+_E = r"(?![A-Za-z0-9_\-])"
 TOKEN_PATTERNS = [
-    ("aws_access_key_id", re.compile(_B + r"(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|ANPA|ANVA|AIPA)[A-Z0-9]{16}" + _E)),
-    ("github", re.compile(_B + r"gh[pousr]_[A-Za-z0-9]{36,251}" + _E)),
-    ("github_pat", re.compile(_B + r"github_pat_[A-Za-z0-9_]{70,90}" + _E)),
-    ("gitlab", re.compile(_B + r"gl(?:pat|dt|rt|ptt|cbt|imt|soat|ffct|agent)-[A-Za-z0-9_\-]{20,64}+")),
-    ("slack", re.compile(_B + r"xox[abposre]-[0-9A-Za-z]{8,20}(?:-[0-9A-Za-z]{6,64}){1,3}" + _E)),
-    ("slack_webhook", re.compile(r"https://hooks\.slack\.com/services/T[A-Z0-9]{6,12}/B[A-Z0-9]{6,12}/[A-Za-z0-9]{20,32}")),
-    ("google_api_key", re.compile(_B + r"AIza[0-9A-Za-z_\-]{35}" + _E)),
-    ("stripe", re.compile(_B + r"(?:sk|rk)_(?:live|test)_[0-9A-Za-z]{20,99}" + _E)),
-    ("jwt", re.compile(_B + r"eyJ[A-Za-z0-9_\-]{8,2048}\.eyJ[A-Za-z0-9_\-]{2,8192}\.[A-Za-z0-9_\-]{16,1024}" + _E)),
+    (None, 0, "aws_access_key_id", re.compile(r"A(?:KIA|SIA|BIA|CCA|GPA|IDA|ROA|NPA|NVA|IPA)[A-Z0-9]{16}" + _E)),
+    (None, 0, "github", re.compile(r"gh[pousr]_[A-Za-z0-9]{36,251}" + _E)),
+    (None, 0, "github_pat", re.compile(r"github_pat_[A-Za-z0-9_]{70,90}" + _E)),
+    (None, 0, "gitlab", re.compile(r"gl(?:pat|dt|rt|ptt|cbt|imt|soat|ffct|agent)-[A-Za-z0-9_\-]{20,64}+")),
+    (None, 0, "slack", re.compile(r"xox[abposre]-[0-9A-Za-z]{8,20}(?:-[0-9A-Za-z]{6,64}){1,3}" + _E)),
+    (None, 0, "slack_webhook",
+     re.compile(r"https://hooks\.slack\.com/services/T[A-Z0-9]{6,12}/B[A-Z0-9]{6,12}/[A-Za-z0-9]{20,32}")),
+    (None, 0, "google_api_key", re.compile(r"AIza[0-9A-Za-z_\-]{35}" + _E)),
+    (re.compile(r"k_(?:live|test)_"), 1, "stripe", re.compile(r"[sr]k_(?:live|test)_[0-9A-Za-z]{20,99}" + _E)),
+    (None, 0, "jwt", re.compile(r"eyJ[A-Za-z0-9_\-]{8,2048}\.eyJ[A-Za-z0-9_\-]{2,8192}\.[A-Za-z0-9_\-]{16,1024}" + _E)),
 ]
 _PEM_BEGIN = re.compile(r"-----BEGIN ((?:RSA |EC |DSA |OPENSSH |ENCRYPTED |PGP |SSH2 )?PRIVATE KEY(?: BLOCK)?)-----")
 _PEM_BODY = re.compile(r"(?:[ \t]*[A-Za-z0-9+/=:\-, ]{0,120}\r?\n){0,400}")
-_URL_PASSWORD = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]{1,15}://[^\s:/@<>\"']{1,64}:([^\s:/@<>\"']{1,128})@[A-Za-z0-9\[]")
-_NAME = (r"[A-Za-z0-9_.\-]{0,40}(?:[Pp][Aa][Ss][Ss](?:[Ww](?:[Oo][Rr])?[Dd])?|[Pp][Ww][Dd]|[Ss][Ee][Cc][Rr][Ee][Tt]"
-         r"|[Tt][Oo][Kk][Ee][Nn]|[Aa][Pp][Ii][_\-]?[Kk][Ee][Yy]|[Aa][Cc][Cc][Ee][Ss][Ss][_\-]?[Kk][Ee][Yy]"
-         r"|[Pp][Rr][Ii][Vv][Aa][Tt][Ee][_\-]?[Kk][Ee][Yy]|[Aa][Uu][Tt][Hh][_\-]?[Kk][Ee][Yy]"
-         r"|[Cc][Rr][Ee][Dd][Ee][Nn][Tt][Ii][Aa][Ll][Ss]?)[A-Za-z0-9_.\-]{0,40}")
-_ASSIGN = re.compile(r"(?<![A-Za-z0-9_.\-])" + _NAME
-                     + r"[\"'\]]{0,2}[ \t]{0,8}(?::=|=>|==|=|:|\bis\b|->)[ \t]{0,8}(?:[\"'`]|[bru]\")?"
-                     r"([^\s\"'`,;()\[\]{}<>]{8,256})")
-_CLI_FLAG = re.compile(r"(?<![A-Za-z0-9_\-])--?[A-Za-z\-]{0,20}(?:password|passwd|token|secret|api-key|apikey)[ =]"
-                       r"[\"']?([^\s\"'`,;()\[\]{}<>]{8,256})")
+_URL_USERINFO = re.compile(r"//[^\s:/@<>\"']{1,64}:([^\s:/@<>\"']{1,128})@[A-Za-z0-9\[]")
+_SCHEME_BEFORE = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]{1,15}\Z")
+# Secret-like names, found with str.find on a lower-cased copy; the rest of the
+# name, the operator and the value are matched right after the keyword.
+KEYWORDS = ("pass", "pwd", "secret", "token", "key", "credential")
+# the whole name must say what the value is ("key" alone is too common)
+_SECRET_NAME = re.compile(r"(?i)pass|pwd|secret|token|credential|(?:api|access|private|auth)[_\-]?key")
+_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
+_AFTER_KEYWORD = re.compile(
+    r"[A-Za-z0-9_.\-]{0,40}+[\"'\]]{0,2}[ \t]{0,8}(?::=|=>|==|=|:|\bis\b|->)[ \t]{0,8}(?:[\"'`]|[bru]\")?"
+    r"([^\s\"'`,;()\[\]{}<>]{8,256})")
+_AFTER_FLAG = re.compile(r"[A-Za-z0-9_\-]{0,40}+[ =][\"']?([^\s\"'`,;()\[\]{}<>]{8,256})")
 _EMAILISH = re.compile(r"[^@\s]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)+")
 _AWS_SECRET_NAME = re.compile(r"(?i)aws.{0,20}secret|secret.?access.?key")
 _PLACEHOLDER = re.compile(
@@ -110,36 +116,97 @@ def _pem(text: str) -> list[Span]:
         pos = max(stop, m.end())
 
 
-def find(text: str, include_reserved: bool = False) -> list[Span]:
-    """KEY spans. Each pattern is bounded and anchored on a literal or a name, so
-    the scan is linear in the input."""
-    out: list[Span] = []
-    for kind, pattern in TOKEN_PATTERNS:
-        for m in pattern.finditer(text):
-            if include_reserved or _token_ok(kind, m.group()):
-                out.append(Span(m.start(), m.end(), "KEY"))
-    if "-----BEGIN " in text:
-        out += _pem(text)
-    if "://" in text:
-        for m in _URL_PASSWORD.finditer(text):
-            pw = m.group(1)
-            if include_reserved or not (_PLACEHOLDER.match(pw) or pw[0] in "$%{<*" or _EXAMPLE.search(pw)):
-                out.append(Span(m.start(1), m.end(1), "KEY"))
-    if "-" in text:
-        for m in _CLI_FLAG.finditer(text):
-            if _high_entropy_secret(m.group(1)):
-                out.append(Span(m.start(1), m.end(1), "KEY"))
-    for m in _ASSIGN.finditer(text):
-        value = m.group(1)
+def _lowered(text: str) -> str | None:
+    """A lower-cased copy with the same offsets (None if case mapping changes lengths)."""
+    low = text.lower()
+    return low if len(low) == len(text) else None
+
+
+def _keyword_hits(text: str) -> list[int]:
+    """End offsets of secret-like keywords in `text` (case-insensitive), sorted, unique."""
+    low = _lowered(text)
+    ends: set[int] = set()
+    if low is None:
+        for m in _KEYWORD_RE.finditer(text):
+            ends.add(m.end())
+        return sorted(ends)
+    for kw in KEYWORDS:
+        i = low.find(kw)
+        while i != -1:
+            ends.add(i + len(kw))
+            i = low.find(kw, i + 1)
+    return sorted(ends)
+
+
+_KEYWORD_RE = re.compile("|".join(re.escape(k) for k in KEYWORDS), re.I)
+
+
+def _assignments(text: str, include_reserved: bool) -> list[Span]:
+    out = []
+    seen: set[int] = set()
+    n = len(text)
+    for kend in _keyword_hits(text):
+        m = _AFTER_KEYWORD.match(text, kend)
+        flag = False
+        if not m:
+            m = _AFTER_FLAG.match(text, kend)
+            flag = True
+            if not m:
+                continue
         s, e = m.span(1)
+        if s in seen:
+            continue
+        # the whole name: back from the keyword over name characters
+        b = kend
+        while b > 0 and kend - b < 60 and text[b - 1] in _NAME_CHARS:
+            b -= 1
+        name = text[b:m.start(1)]
+        if not _SECRET_NAME.search(name):
+            continue
+        if flag and not name.startswith("-"):
+            continue                                   # "pass the 12345678" is no flag
+        value = text[s:e]
         if value[-1] in ".:" and len(value) > 8:
             value = value[:-1]
             e -= 1
-        if e < len(text) and text[e] == "(":
+        if e < n and text[e] == "(":
             continue                                   # a call: token = make_token(...)
-        name = m.group(0)[:s - m.start()]
         if _AWS_SECRET_NAME.search(name) and len(value) == 40 and not _EXAMPLE.search(value):
+            ok = True
+        else:
+            ok = (include_reserved and not _PLACEHOLDER.match(value)) or _high_entropy_secret(value)
+        if ok:
+            seen.add(s)
             out.append(Span(s, e, "KEY"))
-        elif include_reserved and not _PLACEHOLDER.match(value) or _high_entropy_secret(value):
-            out.append(Span(s, e, "KEY"))
+    return out
+
+
+def find(text: str, include_reserved: bool = False) -> list[Span]:
+    """KEY spans. Every scan is anchored on a literal or a keyword and bounded, so
+    the cost is linear in the input and small when no trigger occurs."""
+    out: list[Span] = []
+    for trigger, offset, kind, pattern in TOKEN_PATTERNS:
+        if trigger is None:
+            matches = pattern.finditer(text)
+        else:
+            matches = (pattern.match(text, t.start() - offset) for t in trigger.finditer(text) if t.start() >= offset)
+        for m in matches:
+            if m is None:
+                continue
+            s = m.start()
+            if s > 0 and text[s - 1] in _BOUNDARY:
+                continue
+            if include_reserved or _token_ok(kind, m.group()):
+                out.append(Span(s, m.end(), "KEY"))
+    if "-----BEGIN " in text:
+        out += _pem(text)
+    i = text.find("://")
+    while i != -1:
+        m = _URL_USERINFO.match(text, i + 1)
+        if m and _SCHEME_BEFORE.search(text, max(0, i - 16), i):
+            pw = m.group(1)
+            if include_reserved or not (_PLACEHOLDER.match(pw) or pw[0] in "$%{<*" or _EXAMPLE.search(pw)):
+                out.append(Span(m.start(1), m.end(1), "KEY"))
+        i = text.find("://", i + 3)
+    out += _assignments(text, include_reserved)
     return out

@@ -1,6 +1,7 @@
 """Span type, overlap resolution and small validation helpers shared by the detectors."""
 from __future__ import annotations
 
+import bisect
 import math
 from collections import Counter
 from typing import Iterable, NamedTuple
@@ -18,14 +19,39 @@ PRIORITY = {"KEY": 7, "EMAIL": 6, "IBAN": 5, "CREDIT_CARD": 4, "US_SSN": 3, "PHO
 
 
 def resolve(spans: Iterable[Span]) -> list[Span]:
-    """Non-overlapping spans sorted by start. Deterministic: ties break on priority,
-    length, then position, never on detector order."""
-    cands = sorted(set(spans), key=lambda s: (-PRIORITY.get(s.kind, 0), -(s.end - s.start), s.start))
+    """Non-overlapping spans sorted by start. Where spans overlap, the higher priority
+    wins, then the longer span, then the earlier one: deterministic, never dependent
+    on detector order. Cost O(n log n) for n spans: spans are swept into clusters of
+    mutually overlapping ones and only a cluster with two or more spans is arbitrated."""
+    ordered = sorted(set(spans))
+    out: list[Span] = []
+    i, n = 0, len(ordered)
+    while i < n:
+        j, end = i + 1, ordered[i].end
+        while j < n and ordered[j].start < end:
+            end = max(end, ordered[j].end)
+            j += 1
+        if j == i + 1:
+            out.append(ordered[i])
+        else:
+            out.extend(_arbitrate(ordered[i:j]))
+        i = j
+    return out
+
+
+def _arbitrate(cluster: list[Span]) -> list[Span]:
+    cands = sorted(cluster, key=lambda s: (-PRIORITY.get(s.kind, 0), -(s.end - s.start), s.start))
+    starts: list[int] = []
     kept: list[Span] = []
     for s in cands:
-        if all(s.end <= k.start or s.start >= k.end for k in kept):
-            kept.append(s)
-    return sorted(kept)
+        k = bisect.bisect_right(starts, s.start)
+        if k > 0 and kept[k - 1].end > s.start:
+            continue
+        if k < len(kept) and kept[k].start < s.end:
+            continue
+        starts.insert(k, s.start)
+        kept.insert(k, s)
+    return kept
 
 
 def drop_overlapping(spans: list[Span], protected: list[tuple[int, int]]) -> list[Span]:

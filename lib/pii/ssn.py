@@ -10,7 +10,7 @@ from .spans import Span
 
 _SEP = re.compile(r"[0-9](?<![A-Za-z0-9_.\-/:+$][0-9])[0-9]{2}([\- ])[0-9]{2}\1[0-9]{4}")
 _SSN_BEFORE = re.compile(r"(?i)\bssn|social[ \-]security")
-_BARE = re.compile(r"(?i:\bssn|\bsocial[ \-]security(?:[ \-]n(?:umber|o\.?))?)[ \t:#=\-]{0,6}+([0-9]{9})")
+_BARE_AT = re.compile(r"(?i:ssn|social[ \-]security(?:[ \-]n(?:umber|o\.?))?)[ \t:#=\-]{0,6}+([0-9]{9})")
 _ID_BEFORE = re.compile(r"(?i)(?:#|\bno\.?|\bnumber|\bcase|\border|\binvoice|\bref|\bid|\bticket|\bdocket|\bpart|\bmodel)\s*[:#]?\s*\Z")
 EXAMPLES = frozenset({"078051120", "219099999", "123456789", "457555462"})
 
@@ -19,6 +19,21 @@ def valid(digits: str) -> bool:
     """The SSA's structural rules for a 9-digit SSN."""
     area, group, serial = digits[:3], digits[3:5], digits[5:]
     return area not in ("000", "666") and area[0] != "9" and group != "00" and serial != "0000"
+
+
+def _bare_matches(text: str):
+    """`SSN 536228127`-style matches, anchored on each occurrence of the keyword."""
+    low = text.lower()
+    if len(low) != len(text):
+        low = text                                  # case mapping changed offsets: exact case only
+    for kw in ("ssn", "social"):
+        i = low.find(kw)
+        while i != -1:
+            if i == 0 or not text[i - 1].isalnum():
+                m = _BARE_AT.match(text, i)
+                if m:
+                    yield m
+            i = low.find(kw, i + 1)
 
 
 def find(text: str, include_reserved: bool = False) -> list[Span]:
@@ -34,7 +49,7 @@ def find(text: str, include_reserved: bool = False) -> list[Span]:
         digits = m.group().replace("-", "").replace(" ", "")
         if valid(digits) and (include_reserved or digits not in EXAMPLES):
             out.append(Span(s, e, "US_SSN"))
-    for m in _BARE.finditer(text):
+    for m in _bare_matches(text):
         s, e = m.span(1)
         if e < n and text[e].isalnum():
             continue
