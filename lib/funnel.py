@@ -13,8 +13,9 @@ reads that record after the run (enable it with `event_log_conf(dir)`) and repor
   `spark.sql.shuffle.partitions`), unless it is the one-task end of such a global
   aggregate, or adaptive execution coalesced it (`spark.sql.adaptive.coalescePartitions`
   merges small partitions by size; noted, not a violation);
-- `driver-rows`: a query whose result goes to the driver (no write at its root) and
-  returns more than `max_driver_rows` rows (`collect()`/`toPandas()` of data);
+- `driver-rows`: a query whose result goes to the driver (no write at its root, and not
+  nested in a write command such as Delta's `save`) and returns more than
+  `max_driver_rows` rows (`collect()`/`toPandas()` of data);
 - `driver-bytes`: a task whose result sent to the driver exceeds `max_result_bytes`
   (catches RDD `collect()`s that no SQL plan shows).
 
@@ -171,6 +172,7 @@ def check_event_log(path: str | Path, *, min_tasks: int | None = None, max_drive
     """Check a finished run's event log for funnels; see the module docstring for the rules."""
     plans: dict[int, dict[str, Any]] = {}
     desc: dict[int, str] = {}
+    root_of: dict[int, int] = {}
     stage_exec: dict[int, int | None] = {}
     stage_info: dict[int, dict[str, Any]] = {}
     accum: dict[int, int] = {}
@@ -185,6 +187,7 @@ def check_event_log(path: str | Path, *, min_tasks: int | None = None, max_drive
         elif ev.endswith("SQLExecutionStart"):
             plans[e["executionId"]] = e.get("sparkPlanInfo", {})
             desc[e["executionId"]] = e.get("description", "")
+            root_of[e["executionId"]] = e.get("rootExecutionId", e["executionId"])
         elif ev.endswith("SQLAdaptiveExecutionUpdate"):
             plans[e["executionId"]] = e.get("sparkPlanInfo", {})
         elif ev.endswith("SparkListenerDriverAccumUpdates"):
@@ -222,7 +225,9 @@ def check_event_log(path: str | Path, *, min_tasks: int | None = None, max_drive
     for eid in sorted(plans):
         plan, d = plans[eid], desc.get(eid, "")
         internal = _is_delta_internal(d, plan)
-        writes = _root_writes(plan)
+        root = root_of.get(eid, eid)
+        # a query nested in a write command (e.g. Delta's save) feeds the writer, not the driver
+        writes = _root_writes(plan) or (root != eid and root in plans and _root_writes(plans[root]))
         entry = {"id": eid, "description": d[:120], "delta_internal": internal, "writes": writes}
         if internal:
             exempt.add(eid)

@@ -11,8 +11,10 @@
   runs the job module `shardforge.jobs.pipeline` with ARGS (any job under jobs/ works).
 - `requirements-executor.txt`: the runtime libraries pinned to the versions installed here
   (for an executor image, a worker venv, or a YARN node's Python).
-- `jars/` (`--jars`): Delta Lake's jars as resolved by `make jars`, for `--jars dist/jars/*.jar`
-  or to copy into an image's `$SPARK_HOME/jars` (docker/Dockerfile does).
+- `jars/`: Delta Lake's jars as resolved by `make jars` (copied when present; `--jars` insists),
+  for `--jars dist/jars/*.jar` or an image's `$SPARK_HOME/jars` (docker/Dockerfile). The
+  delta-spark jar also carries Delta's Python package, so it goes to `--py-files` too
+  (`py_files(dist)` lists both).
 - `shardforge-venv-<version>.tar.gz` (`--venv-archive`): a venv holding shardforge and its
   runtime libraries, for `spark.archives` (`--archives ...tar.gz#environment` and
   `spark.pyspark.python=./environment/bin/python`). The venv links to the base interpreter
@@ -204,15 +206,43 @@ def sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def build(dist: str | Path, *, wheel: bool = False, venv_archive: bool = False,
-          jars: bool = False) -> dict[str, Path]:
-    """Build the artifacts into `dist`; returns {"zip", "main", "requirements"[, "jars"][, "wheel"][, "venv"]}."""
+def delta_python(jars: list[str] | list[Path]) -> list[str]:
+    """The jar(s) among `jars` that carry Delta's Python package (`delta/`): delta-spark's.
+
+    `--packages` puts them on the Python path by itself; with `--jars`/`spark.jars` they must
+    also go to `--py-files`, or `from delta.tables import DeltaTable` fails on the driver.
+    """
+    out = []
+    for jar in jars:
+        with zipfile.ZipFile(jar) as zf:
+            if "delta/__init__.py" in zf.namelist():
+                out.append(str(jar))
+    return out
+
+
+def py_files(dist: str | Path) -> list[str]:
+    """What `--py-files` needs from a built `dist`: the shardforge zip and delta-spark's jar."""
     dist = Path(dist)
-    out = {"zip": build_zip(dist), "main": build_submit_main(dist), "requirements": build_requirements(dist)}
-    if jars:
-        out["jars"] = copy_jars(dist)
+    return [str(dist / f"shardforge-{version()}.zip"), *delta_python(sorted((dist / "jars").glob("*.jar")))]
+
+
+def build(dist: str | Path, *, wheel: bool = False, venv_archive: bool = False,
+          jars: bool | None = None, root: str | Path | None = None) -> dict[str, Path]:
+    """Build the artifacts into `dist`; returns {"zip", "main", "requirements"[, "jars"][, "wheel"][, "venv"]}.
+
+    `jars=None` copies Delta's jars when `make jars` has resolved them and skips them otherwise.
+    `root` is the source tree (default: the one this module was imported from).
+    """
+    dist = Path(dist)
+    root = Path(root) if root else None
+    out = {"zip": build_zip(dist, root), "main": build_submit_main(dist), "requirements": build_requirements(dist)}
+    if jars or jars is None:
+        from shardforge.session import find_jars
+
+        if jars or find_jars(".jars"):
+            out["jars"] = copy_jars(dist)
     if wheel or venv_archive:
-        out["wheel"] = build_wheel(dist)
+        out["wheel"] = build_wheel(dist, root)
     if venv_archive:
         out["venv"] = build_venv_archive(dist, out["wheel"])
     return out
@@ -223,11 +253,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dist", default="dist", help="output folder (default dist/)")
     ap.add_argument("--wheel", action="store_true", help="also build the wheel")
     ap.add_argument("--venv-archive", action="store_true", help="also build a venv tar.gz for spark.archives")
-    ap.add_argument("--jars", action="store_true", help="also copy Delta's jars into DIST/jars/")
+    ap.add_argument("--jars", action="store_true", default=None,
+                    help="copy Delta's jars into DIST/jars/ (default: when `make jars` has resolved them)")
     ap.add_argument("--all", action="store_true", help="everything: zip, wheel, jars and venv archive")
     args = ap.parse_args(argv)
     built = build(args.dist, wheel=args.wheel or args.all, venv_archive=args.venv_archive or args.all,
-                  jars=args.jars or args.all)
+                  jars=True if args.all else args.jars)
     for kind, path in built.items():
         if path.is_dir():
             print(f"{kind:12s} {path}/  {len(list(path.iterdir()))} files")
