@@ -40,6 +40,9 @@ def realistic_report() -> dict:
                        "cluster_sizes": {"2": 3_100, "3": 900, "4": 240, "5": 80, "8": 11, "17": 2, "120": 1}},
         "shards": {"num_shards": 64, "rows": shard_rows, "bytes": [r * 2_050 for r in shard_rows],
                    "build_id": "20261130-6f1c2a"},
+        "timings": {"raw": 30.8, "curate": 17.6, "build-shards": 15.8},
+        "funnel": {"ok": True, "violations": [], "notes": [],
+                   "stages": [{"stage": i, "tasks": t} for i, t in enumerate([4, 4, 1, 4, 64, 64])]},
     }
 
 
@@ -52,7 +55,8 @@ def test_write_report_files_and_json_roundtrip(tmp_path):
     # self-contained: no script, no external resource, all plots inline
     assert "<script" not in html.lower()
     assert not re.search(r'(src|href)\s*=\s*"(https?:|//|file:)', html)
-    assert html.count("<svg") == 7  # stages, durations, rejects, redactions, downloads, duplicates, shards
+    # stages, durations, rejects, redactions, downloads, duplicates, shards, parallelism
+    assert html.count("<svg") == 8
     assert not list(tmp_path.glob("out/*.tmp"))
 
 
@@ -65,7 +69,7 @@ def test_same_report_same_bytes(tmp_path):
 def test_every_svg_is_well_formed_xml():
     html = render_html(realistic_report())
     svgs = re.findall(r"<svg.*?</svg>", html, flags=re.S)
-    assert len(svgs) == 7
+    assert len(svgs) == 8
     for s in svgs:
         root = ET.fromstring(s)
         assert root.tag.endswith("svg")
@@ -78,6 +82,16 @@ def test_plots_carry_the_numbers():
     assert "EMAIL: 1,204" in html
     assert "balanced" in html and "off by" not in html
     assert ">120<" in html                               # cluster size 120 on the histogram axis
+    assert "raw (step): 30.8 s" in html                  # non-stage steps among the durations
+    assert "No stage funnelled the data" in html
+
+
+def test_funnel_violations_are_listed():
+    rep = realistic_report()
+    rep["funnel"] = {"ok": False, "violations": [{"kind": "coalesce-1", "execution": 7, "stage": None,
+                                                  "detail": "coalesce(1) in 'save'"}]}
+    html = render_html(rep)
+    assert 'class="bad">Data was funnelled' in html and "coalesce-1" in html
 
 
 def test_accounting_mismatch_is_flagged():
@@ -192,8 +206,8 @@ def test_chromium_sees_the_whole_dom(tmp_path):
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL)
     assert proc.returncode == 0, proc.stderr[-3000:]
     dom = proc.stdout
-    assert dom.count("<svg") == 7
-    for anchor in ("stages", "durations", "rejects", "redactions", "downloads", "duplicates", "shards"):
+    assert dom.count("<svg") == 8
+    for anchor in ("stages", "durations", "rejects", "redactions", "downloads", "duplicates", "shards", "funnel"):
         assert f'id="{anchor}"' in dom
 
 

@@ -7,7 +7,8 @@ renderer draws what is there and says "not recorded" for the rest:
      "stages": [{"name", "rows_in", "kept", "rejected", "seconds", "rejects_by_reason": {reason: n}}],
      "redactions": {kind: n}, "downloads": {status: n},
      "duplicates": {"removed_exact": n, "removed_near": n, "cluster_sizes": {"2": n, ...}},
-     "shards": {"num_shards": n, "rows": [per shard], "bytes": [per shard], "build_id": str}}
+     "shards": {"num_shards": n, "rows": [per shard], "bytes": [per shard], "build_id": str},
+     "timings": {step: seconds}, "funnel": shardforge.funnel.FunnelResult.to_dict()}
 
 The HTML holds its CSS and inline SVG plots: no script, no external resource, no server.
 `render_text(report)` gives the same summary for a terminal.

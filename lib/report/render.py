@@ -89,11 +89,14 @@ def _stage_section(report: Mapping) -> str:
 
 def _durations_section(report: Mapping) -> str:
     items = [(str(s.get("name", "")), _num(s.get("seconds"))) for s in _stages(report) if "seconds" in s]
+    timings = report.get("timings")  # steps that move no rows through a stage (writes, publishing)
+    if isinstance(timings, Mapping):
+        items += [(f"{k} (step)", _num(v)) for k, v in timings.items()]
     if not items:
         return _section("Stage durations", _missing("Stage durations"), anchor="durations")
     total = sum(v for _, v in items)
     return _section("Stage durations", svg.hbar(items, title="Seconds per stage", unit=" s",
-                                                color=svg.COLORS["alt"], label_width=130)
+                                                color=svg.COLORS["alt"], label_width=160)
                     + f"<p>Total {total:,.1f} s.</p>", anchor="durations")
 
 
@@ -140,6 +143,26 @@ def _duplicates_section(report: Mapping) -> str:
         chart = _missing("Cluster sizes")
     return _section("Duplicates", f'<div class="grid"><div>{facts}</div><div>{chart}</div></div>',
                     anchor="duplicates")
+
+
+def _funnel_section(report: Mapping) -> str:
+    f = report.get("funnel")
+    if not isinstance(f, Mapping):
+        return ""
+    ok = bool(f.get("ok"))
+    msg = ("No stage funnelled the data through one task or the driver." if ok
+           else "Data was funnelled through one task or the driver:")
+    head = f'<p class="{"ok" if ok else "bad"}">{escape(msg)}</p>'
+    rows = [[escape(str(v.get("kind"))), escape(str(v.get("execution"))), escape(str(v.get("stage"))),
+             escape(str(v.get("detail", ""))[:160])] for v in (f.get("violations") or []) if isinstance(v, Mapping)]
+    table = _table(["finding", "query", "stage", "detail"], rows) if rows else ""
+    stages = [s for s in f.get("stages") or [] if isinstance(s, Mapping)]
+    counts: dict[int, int] = {}
+    for s in stages:
+        counts[_int(s.get("tasks"))] = counts.get(_int(s.get("tasks")), 0) + 1
+    chart = svg.columns([(str(k), v) for k, v in sorted(counts.items())], title="Spark stages by task count",
+                        x_label="tasks in the stage", y_label="stages") if counts else ""
+    return _section("Parallelism", head + table + chart, anchor="funnel")
 
 
 def _spread(values: list[float]) -> dict[str, float]:
@@ -197,7 +220,9 @@ def _cards(report: Mapping) -> str:
     if stages:
         cards.append(("documents in", _fmt(stages[0].get("rows_in"))))
         cards.append(("rejected", _fmt(sum(_num(s.get("rejected")) for s in stages))))
-        cards.append(("seconds", f"{sum(_num(s.get('seconds')) for s in stages):,.1f}"))
+        timings = report.get("timings") if isinstance(report.get("timings"), Mapping) else {}
+        seconds = sum(_num(s.get("seconds")) for s in stages) + sum(_num(v) for v in timings.values())
+        cards.append(("seconds", f"{seconds:,.1f}"))
     if shards:
         cards.append(("rows in shards", _fmt(sum(_num(v) for v in shards.get("rows") or []))))
         cards.append(("shards", _fmt(shards.get("num_shards", len(shards.get("rows") or [])))))
@@ -225,7 +250,8 @@ def render_html(report: Mapping) -> str:
     parts = [_cards(report), _stage_section(report), _durations_section(report), _rejects_section(report),
              _counts_section(report, "redactions", "Redactions by kind", "Redaction counts", svg.COLORS["bar"]),
              _counts_section(report, "downloads", "Downloads by status", "Download statuses", svg.COLORS["bar"]),
-             _duplicates_section(report), _shards_section(report), _config_section(report)]
+             _duplicates_section(report), _shards_section(report), _funnel_section(report),
+             _config_section(report)]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{title} — report</title>"
             f"<style>{css}</style></head><body>{_header(report)}<main>{''.join(parts)}</main></body></html>\n")
