@@ -9,7 +9,7 @@ shell and records the cluster in `D/cluster.json`.
 Executors run Python with the interpreter the application names
 (`spark.pyspark.python`). `worker_python()` builds a separate venv for that, by default
 `~/.cache/shardforge/worker-venv`: no system site-packages, only what executors need at
-run time (numpy, pyarrow, requests, pillow, xxhash, pinned to the versions installed
+run time (numpy, pyarrow, pandas, requests, pillow, xxhash, pinned to the versions installed
 here), and neither pyspark nor shardforge: Spark puts its own `pyspark.zip` on the
 executors' path, and shardforge must arrive through `--py-files`, as on a real cluster.
 """
@@ -30,7 +30,7 @@ from pathlib import Path
 
 WORKER_VENV = Path.home() / ".cache" / "shardforge" / "worker-venv"
 # Distributions executors import at run time (pyspark itself comes from Spark's pyspark.zip).
-WORKER_PACKAGES = ("numpy", "pyarrow", "requests", "pillow", "xxhash")
+WORKER_PACKAGES = ("numpy", "pyarrow", "pandas", "requests", "pillow", "xxhash")
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 

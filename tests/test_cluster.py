@@ -1,0 +1,282 @@
+"""The pipeline on a real Spark standalone cluster (master + 2 workers on 127.0.0.1), shipped as the packaged zip.
+
+Executors and the driver run the worker venv's Python, which has no shardforge: the code
+arrives only through `--py-files`. The shards must be byte-identical to a `local[2]` run,
+also when a worker (with its executor) is killed in the middle of the run. The local run
+is also checked for funnels from its Spark event log.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from shardforge import cluster, funnel, packaging
+
+pytestmark = [pytest.mark.slow, pytest.mark.cluster]
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE = ROOT / "data" / "sample" / "docs.jsonl"
+# Small, deterministic-output settings for every run (local and cluster alike).
+COMMON_CONF = {
+    "spark.sql.shuffle.partitions": "4",
+    "spark.default.parallelism": "4",
+    "spark.sql.adaptive.coalescePartitions.enabled": "false",  # the no-funnel check sees real task counts
+    "spark.databricks.delta.snapshotPartitions": "2",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.driver.memory": "1g",
+}
+PIPELINE_ARGS = ["--conf", str(ROOT / "conf" / "demo.toml"), "--set", "shards.num_shards=4"]
+
+
+def _sample(tmp: Path) -> Path:
+    """The bundled sample, or a small generated JSONL before it exists."""
+    if SAMPLE.exists():
+        return SAMPLE
+    path = tmp / "docs.jsonl"
+    with path.open("w") as f:
+        for i in range(300):
+            words = " ".join(f"w{(i * 7 + j) % 97}" for j in range(40))
+            f.write(json.dumps({"id": f"doc-{i:04d}", "text": f"Document {i}: {words}", "source": "gen"}) + "\n")
+    return path
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYTHONPATH", "PYSPARK_GATEWAY_PORT")}
+    env["SPARK_LOCAL_IP"] = "127.0.0.1"
+    env["SPARK_HOME"] = str(cluster.spark_home())
+    return env
+
+
+def _conf_args(conf: dict[str, str]) -> list[str]:
+    return [a for k, v in conf.items() for a in ("--conf", f"{k}={v}")]
+
+
+def _shards(out: Path) -> dict[str, str]:
+    """{file: sha256} of every shard, recomputed from the bytes, checked against the manifest."""
+    manifest = json.loads((out / "shards" / "manifest.json").read_text())
+    got = {}
+    for s in manifest["shards"]:
+        data = (out / "shards" / s["file"]).read_bytes()
+        digest = hashlib.sha256(data).hexdigest()
+        assert digest == s["sha256"], f"{s['file']}: manifest says {s['sha256']}, file has {digest}"
+        got[Path(s["file"]).name] = digest
+    assert len(got) == manifest["num_shards"] > 0
+    return got
+
+
+def _events(d: Path) -> Path:
+    (app,) = [p for p in d.iterdir() if not p.name.startswith(".")]
+    return app
+
+
+class _Submit:
+    """One spark-submit running in the background; `wait()` fails the test with its log's tail."""
+
+    def __init__(self, cmd: list[str], log: Path):
+        self.cmd, self.log, self.t0 = cmd, log, time.monotonic()
+        self._out = log.open("w")
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=_env(), stdout=self._out, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL)
+        self.seconds: float | None = None
+
+    def wait(self, timeout: float = 900) -> float:
+        try:
+            rc = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            rc = self.proc.wait()
+        finally:
+            self._out.close()
+        if self.seconds is None:
+            self.seconds = time.monotonic() - self.t0
+        if rc != 0:
+            pytest.fail(f"{self.log.name}: spark-submit failed ({rc}):\n" +
+                        "\n".join(self.log.read_text(errors="replace").splitlines()[-40:]))
+        return self.seconds
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("cluster")
+
+
+@pytest.fixture(scope="module")
+def sample(work) -> Path:
+    return _sample(work)
+
+
+@pytest.fixture(scope="module")
+def local_run(work, sample, dist) -> "_Submit":
+    """The reference: spark-submit --master local[2] of jobs/pipeline.py, with the project's venv
+    (and this checkout's code first on the path, whatever the venv's editable install points at).
+    Started in the background, so it runs while the cluster comes up and runs the same job."""
+    out, events = work / "local", work / "events-local"
+    events.mkdir()
+    conf = {**COMMON_CONF, **funnel.event_log_conf(events), "spark.ui.enabled": "false",
+            "spark.submit.pyFiles": str(dist["zip"]),
+            "spark.pyspark.python": sys.executable, "spark.pyspark.driver.python": sys.executable,
+            "spark.jars": ",".join(_jars()), "spark.driver.host": "127.0.0.1"}
+    run = _Submit([cluster.spark_submit(), "--master", "local[2]", *_conf_args(conf),
+                   str(ROOT / "jobs" / "pipeline.py"), *PIPELINE_ARGS, "--input", str(sample), "--output", str(out)],
+                  work / "local.log")
+    run.out = out
+    yield run
+    if run.proc.poll() is None:  # a failed test left it running
+        run.proc.kill()
+        run.proc.wait()
+
+
+def _jars() -> list[str]:
+    from shardforge.session import find_jars
+
+    jars = find_jars(".jars")
+    if not jars:
+        pytest.skip("Delta jars not found (make jars)")
+    return jars
+
+
+@pytest.fixture(scope="module")
+def dist(work) -> dict[str, Path]:
+    _jars()
+    return packaging.build(work / "dist", jars=True, root=ROOT)
+
+
+@pytest.fixture(scope="module")
+def worker_python() -> str:
+    return cluster.worker_python()
+
+
+@pytest.fixture(scope="module")
+def standalone(work):
+    with cluster.StandaloneCluster(str(work / "standalone"), workers=2, cores_per_worker=1,
+                                   memory_per_worker="1g") as c:
+        yield c
+
+
+def _cluster_submit(c: cluster.StandaloneCluster, dist, worker_python: str, sample: Path, out: Path,
+                    events: Path, ui_port: int) -> list[str]:
+    """spark-submit of the packaged artifact, with conf/spark-standalone.conf and test-sized resources."""
+    events.mkdir()
+    conf = {**COMMON_CONF, **funnel.event_log_conf(events),
+            "spark.submit.pyFiles": ",".join(packaging.py_files(dist["zip"].parent)),
+            "spark.pyspark.python": worker_python, "spark.pyspark.driver.python": worker_python,
+            "spark.jars": ",".join(str(p) for p in sorted(dist["jars"].glob("*.jar"))),
+            "spark.executor.memory": "512m", "spark.executor.cores": "1", "spark.cores.max": "2",
+            "spark.executor.pyspark.memory": "256m",
+            "spark.driver.host": "127.0.0.1", "spark.ui.enabled": "true", "spark.ui.port": str(ui_port),
+            "spark.port.maxRetries": "64"}
+    return [cluster.spark_submit(), "--properties-file", str(ROOT / "conf" / "spark-standalone.conf"),
+            "--master", c.master_url, *_conf_args(conf), str(dist["main"]), "pipeline",
+            *PIPELINE_ARGS, "--input", str(sample), "--output", str(out)]
+
+
+def test_worker_python_has_no_shardforge(worker_python):
+    proc = subprocess.run([worker_python, "-c", "import shardforge"], capture_output=True, text=True,
+                          cwd="/", env={"PATH": os.environ["PATH"]})
+    assert proc.returncode != 0 and "No module named 'shardforge'" in proc.stderr
+    ok = subprocess.run([worker_python, "-c", "import pyarrow, numpy, requests, PIL, xxhash"], cwd="/")
+    assert ok.returncode == 0
+
+
+def test_cluster_run_is_byte_identical_to_local(local_run, standalone, dist, worker_python, sample, work):
+    out = work / "cluster-clean"
+    run = _Submit(_cluster_submit(standalone, dist, worker_python, sample, out, work / "events-clean",
+                                  cluster.free_port()), work / "cluster-clean.log")
+    print(f"cluster run: {run.wait():.1f} s; local[2] run: {local_run.wait():.1f} s")
+    assert _shards(out) == _shards(local_run.out)
+    # the work really ran on both workers' executors, with the worker venv's Python
+    events = list(funnel.read_events(_events(work / "events-clean")))
+    execs = {e["Executor ID"] for e in events if e["Event"] == "SparkListenerExecutorAdded"}
+    busy = {e["Task Info"]["Executor ID"] for e in events if e["Event"] == "SparkListenerTaskEnd"}
+    assert len(execs) == 2 and busy == execs
+    env = next(e for e in events if e["Event"] == "SparkListenerEnvironmentUpdate")
+    assert env["Spark Properties"]["spark.pyspark.python"] == worker_python
+    report = json.loads((out / "report.json").read_text())
+    assert report["stages"] and report["shards"]["num_shards"] == 4
+
+
+def _app_json(ui_port: int, path: str):
+    with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/api/v1/applications{path}", timeout=3) as r:
+        return json.loads(r.read().decode())
+
+
+def _kill_mid_run(c: cluster.StandaloneCluster, ui_port: int, min_jobs: int, done: threading.Event,
+                  record: dict) -> None:
+    """Once `min_jobs` jobs have succeeded and a stage is running tasks, kill the worker whose
+    executor is running one (with its process group), then start a replacement worker."""
+    deadline = time.monotonic() + 400
+    while time.monotonic() < deadline and not done.is_set():
+        try:
+            (app,) = _app_json(ui_port, "")
+            jobs = _app_json(ui_port, f"/{app['id']}/jobs")
+            execs = _app_json(ui_port, f"/{app['id']}/executors")
+        except (OSError, ValueError):
+            time.sleep(0.5)
+            continue
+        succeeded = sum(1 for j in jobs if j["status"] == "SUCCEEDED")
+        running = {e["id"] for e in execs if e["id"] != "driver" and e.get("activeTasks", 0) > 0}
+        if succeeded >= min_jobs and running:
+            for i, w in enumerate(c.worker_daemons):
+                try:
+                    with urllib.request.urlopen(f"http://127.0.0.1:{w.webui_port}/json/", timeout=3) as r:
+                        mine = {str(e["id"]) for e in json.loads(r.read().decode()).get("executors", [])}
+                except OSError:
+                    continue
+                if mine & running:
+                    c.kill_worker(i)
+                    record.update(killed=i, after_jobs=succeeded, executors=sorted(mine & running))
+                    c.add_worker(wait=False)
+                    return
+        time.sleep(0.3)
+
+
+def test_killed_worker_mid_run_still_gives_identical_shards(standalone, dist, worker_python, sample, local_run,
+                                                             work):
+    clean_jobs = sum(1 for e in funnel.read_events(_events(work / "events-clean"))
+                     if e["Event"] == "SparkListenerJobEnd") if (work / "events-clean").exists() else 20
+    out, ui_port = work / "cluster-fault", cluster.free_port()
+    done, record = threading.Event(), {}
+    killer = threading.Thread(target=_kill_mid_run, args=(standalone, ui_port, max(clean_jobs // 3, 2), done, record),
+                              daemon=True)
+    killer.start()
+    run = _Submit(_cluster_submit(standalone, dist, worker_python, sample, out, work / "events-fault", ui_port),
+                  work / "cluster-fault.log")
+    try:
+        seconds = run.wait()
+    finally:
+        done.set()
+        killer.join(timeout=10)
+    print(f"cluster run with a killed worker: {seconds:.1f} s; {record}")
+    assert "killed" in record, "the run finished before a worker could be killed mid-stage"
+    events = list(funnel.read_events(_events(work / "events-fault")))
+    removed = [e for e in events if e["Event"] == "SparkListenerExecutorRemoved"]
+    assert removed, "Spark never noticed the lost executor"
+    lost = [e for e in events if e["Event"] == "SparkListenerTaskEnd"
+            and e.get("Task End Reason", {}).get("Reason") == "ExecutorLostFailure"]
+    assert lost, "no task was running on the killed worker"
+    assert _shards(out) == _shards(local_run.out)
+
+
+def test_no_funnel_on_the_full_pipeline_run(local_run, work):
+    """From Spark's own record of the local[2] run: no stage squeezes the data through one task
+    or the driver; every shuffle stage runs at least spark.sql.shuffle.partitions tasks
+    except the one-row-per-partition end of a global count."""
+    local_run.wait()
+    res = funnel.check_event_log(_events(work / "events-local"), min_tasks=4, max_driver_rows=100)
+    print(res.summary())
+    assert res.ok, res.summary()
+    shuffle_stages = [s for s in res.stages if s["reads_shuffle"]]
+    assert shuffle_stages and all(s["tasks"] >= 4 or any(n.stage == s["stage"] for n in res.notes)
+                                  or s["execution"] in {n.execution for n in res.notes if n.kind == "exempt"}
+                                  for s in shuffle_stages)
+    assert any(e["writes"] for e in res.executions)
