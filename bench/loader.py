@@ -77,7 +77,7 @@ def child(args) -> dict:
     import pyarrow.parquet as pq
     from torch.utils.data import DataLoader
 
-    from shardforge.loaders import ShardedDataset, collate
+    from shardforge.loaders import ShardedDataset, collate, no_collate
     from shardforge.loaders.convert import table_to_batch
     from shardforge.manifest import read_manifest
 
@@ -103,7 +103,8 @@ def child(args) -> dict:
                             window=max(1, args.window), columns=COLUMNS, batch_size=BATCH, batched=batched)
         t0, c0 = time.perf_counter(), cpu()
         if batched:
-            for b in DataLoader(ds, batch_size=None, num_workers=args.workers):
+            fn = no_collate if args.collate == "none" else None
+            for b in DataLoader(ds, batch_size=None, num_workers=args.workers, collate_fn=fn):
                 n += len(b["id"])
         elif args.workers == 0:
             for _s in ds:
@@ -258,6 +259,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=0)
     ap.add_argument("--window", type=int, default=8)
     ap.add_argument("--frac", type=float, default=0.0)
+    ap.add_argument("--collate", default="none", choices=["none", "default"])
     ap.add_argument("--skip-external", action="store_true")
     args = ap.parse_args()
     if args.child:
@@ -282,6 +284,7 @@ def main() -> None:
     R["sharded_batch_0"] = run_child(small, "sharded_batch", workers=0)
     R["sharded_batch_2"] = run_child(small, "sharded_batch", workers=2)
     R["sharded_batch_noshuf"] = run_child(small, "sharded_batch", workers=0, window=0)
+    R["sharded_batch_defcollate"] = run_child(small, "sharded_batch", workers=0, collate="default")
     R["arrow_pylist"] = run_child(small, "arrow_pylist")
     R["sharded_sample_0"] = run_child(small, "sharded_sample", workers=0)
     R["sharded_sample_2"] = run_child(small, "sharded_sample", workers=2)
@@ -325,6 +328,8 @@ def report(R: dict, args) -> str:
         ("ShardedDataset batch mode, window shuffle, num_workers=0", "sharded_batch_0", "arrow_batch"),
         ("ShardedDataset batch mode, window shuffle, num_workers=2", "sharded_batch_2", "arrow_batch"),
         ("ShardedDataset batch mode, no shuffle, num_workers=0", "sharded_batch_noshuf", "arrow_batch"),
+        ("ShardedDataset batch mode, window shuffle, num_workers=0, torch's default collate_fn",
+         "sharded_batch_defcollate", "arrow_batch"),
         ("pyarrow `iter_batches` + `to_pylist` (per-sample limit)", "arrow_pylist", "arrow_pylist"),
         ("ShardedDataset per-sample, num_workers=0 (samples)", "sharded_sample_0", "arrow_pylist"),
         ("ShardedDataset per-sample, num_workers=2 (collated batches)", "sharded_sample_2", "arrow_pylist"),

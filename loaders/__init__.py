@@ -13,7 +13,7 @@ from .reader import ShardReader
 from .source import LoaderError
 from .state import StateError
 
-__all__ = ["ShardedDataset", "collate", "ShardReader", "LoaderError", "StateError", "assignment", "state"]
+__all__ = ["ShardedDataset", "collate", "no_collate", "ShardReader", "LoaderError", "StateError", "assignment", "state"]
 
 
 def __getattr__(name):  # torch is imported only when the torch dataset is asked for
@@ -21,8 +21,8 @@ def __getattr__(name):  # torch is imported only when the torch dataset is asked
         from .dataset import ShardedDataset
 
         return ShardedDataset
-    if name == "collate":
-        from .convert import collate
+    if name in ("collate", "no_collate"):
+        from . import convert
 
-        return collate
+        return getattr(convert, name)
     raise AttributeError(f"module 'shardforge.loaders' has no attribute {name!r}")

@@ -103,3 +103,10 @@ def collate(samples: list[dict[str, Any]]) -> dict[str, Any]:
         else:
             out[name] = values
     return out
+
+
+def no_collate(batch):
+    """`collate_fn` for batch mode (`DataLoader(ds, batch_size=None, collate_fn=no_collate)`):
+    hands the dataset's batch over as it is. torch's default for batch_size=None walks
+    every element of list columns (one call per string), which costs more than reading."""
+    return batch

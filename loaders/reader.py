@@ -130,7 +130,13 @@ class ShardReader:
                      shuffle=self.shuffle, window=self.window)
         self.epoch = s["epoch"]
         worker = s.get("worker")
-        if worker is not None and s["world_size"] == self.world_size and s["policy"] == self.policy:
+        if worker is not None:
+            if (s["world_size"], s["policy"]) != (self.world_size, self.policy):
+                raise st.StateError(
+                    f"this is one DataLoader worker's state (world_size={s['world_size']}, "
+                    f"policy={s['policy']!r}); to resume with world_size={self.world_size}, "
+                    f"policy={self.policy!r}, convert the whole StatefulDataLoader state with "
+                    "shardforge.loaders.state.from_stateful_loader first")
             self._plan, self._offset, self._worker = s["plan"], s["consumed"], worker
         else:
             self._plan, self._offset, self._worker = st.rest(s), 0, None
@@ -159,7 +165,10 @@ class ShardReader:
                 skip -= b - a
                 continue
             a, skip = a + skip, 0
-            ivs = assignment.slice_plan(part, self._offset + a, self._offset + b)
+            if len(part) == 1:  # the usual case: one interval, no need to slice the plan
+                ivs = [[part[0][0] + self._offset + a, part[0][0] + self._offset + b]]
+            else:
+                ivs = assignment.slice_plan(part, self._offset + a, self._offset + b)
             pieces = [t for s, e in ivs for t in self._read_range(order, s, e, cache)]
             table = pieces[0] if len(pieces) == 1 else pa.concat_tables(pieces)
             self._yielded += table.num_rows
@@ -170,14 +179,16 @@ class ShardReader:
         and permuted at a time, kept for the next call)."""
         pos = start
         while pos < stop:
-            w = order.window_of(pos)
-            ws, we = order.window_span(w)
-            if cache.get("w") != w:
-                cache.clear()
+            if "w" in cache and cache["ws"] <= pos < cache["we"]:
+                ws, we = cache["ws"], cache["we"]
+            else:
+                w = order.window_of(pos)
+                ws, we = order.window_span(w)
                 table = self.source.read_many(order.window_blocks(w))
                 perm = order.window_rows(w)
                 # one gather per window (cheaper than one per batch); batches are then slices
-                cache.update(w=w, table=table if perm is None else take(table, perm))
+                cache.clear()
+                cache.update(w=w, ws=ws, we=we, table=table if perm is None else take(table, perm))
             end = min(stop, we)
             yield cache["table"].slice(pos - ws, end - pos)
             pos = end
