@@ -135,7 +135,8 @@ class Redactor:
                 counts[s.kind] = counts.get(s.kind, 0) + 1
                 pos = s.end
             parts.append(text[pos:])
-            isolated = self._default_placeholders and all(_isolated(text, s.start, s.end) for s in spans)
+            isolated = self._default_placeholders and all(
+                _isolated(text, s.start, s.end) and _context_free(text[s.start:s.end]) for s in spans)
             text = "".join(parts)
             if isolated:
                 break          # no neighbour can see the change: the result is already a fixpoint
@@ -154,6 +155,21 @@ def _left_isolated(text: str, start: int) -> bool:
 def _right_isolated(text: str, end: int) -> bool:
     n = len(text)
     return end == n or text[end].isspace() or (text[end] in _CLOSE and (end + 1 == n or text[end + 1].isspace()))
+
+
+_CONTEXT_WORDS = ip._VERSION_WORDS + ("ssn", "social")
+_TAIL_RULES = (phone._ID_BEFORE, ssn._ID_BEFORE, ip._VERSION_BEFORE)
+
+
+def _context_free(value: str) -> bool:
+    """True if no detector's context rule can see `value`: its tail matches no
+    "id/no./#/version ..." rule and it holds no word that enables or suppresses a
+    neighbour (version words, "ssn"). Then its placeholder looks the same to them."""
+    low = value.lower()
+    if any(w in low for w in _CONTEXT_WORDS):
+        return False
+    tail = value[-24:] + " "
+    return not any(rule.search(tail) for rule in _TAIL_RULES)
 
 
 def _isolated(text: str, start: int, end: int) -> bool:
