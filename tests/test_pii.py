@@ -197,5 +197,6 @@ def test_linear_time_on_adversarial_runs(name):
         return best
 
     small, big = t(100_000), t(800_000)
-    # linear: ~8x; quadratic would be ~64x. Generous bound for a shared machine.
-    assert big / max(small, 1e-4) < 24, (name, small, big)
+    # linear: ~8x; quadratic would be ~64x (and seconds at 800 KB). Generous bounds
+    # for a shared machine: sub-0.3 s runs are noise-dominated and pass outright.
+    assert big < 0.3 or big / max(small, 1e-4) < 24, (name, small, big)

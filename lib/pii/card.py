@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import re
 
-from .spans import Span, luhn_ok
+from .spans import Span, luhn_ok, number_starts
 
 # The written forms (plain, 4-4-4-4[-3], 4-6-5, 4-6-4, 4-4-4-1) with one kind of
 # separator; the first digit must not continue a word or number on its left.
 _CAND = re.compile(
-    r"[0-9](?<![A-Za-z0-9_.\-/][0-9])"
+    r"[0-9]"
     r"(?:[0-9]{3}([ \-])[0-9]{4}\1[0-9]{4}\1[0-9]{4}(?:\1[0-9]{3})?"
     r"|[0-9]{3}([ \-])[0-9]{6}\2[0-9]{4,5}"
     r"|[0-9]{3}([ \-])[0-9]{4}\3[0-9]{4}\3[0-9]"
@@ -49,12 +49,19 @@ def brand_ok(digits: str) -> bool:
     return False
 
 
-def find(text: str, include_reserved: bool = False) -> list[Span]:
-    """CREDIT_CARD spans; validated by grouping, issuer prefix and Luhn."""
+def find(text: str, include_reserved: bool = False, starts: list[int] | None = None) -> list[Span]:
+    """CREDIT_CARD spans; validated by grouping, issuer prefix and Luhn. `starts`:
+    the shared `number_starts(text)`, computed here when not given."""
     out = []
     n = len(text)
-    for m in _CAND.finditer(text):
-        s, e = m.span()
+    last_end = -1
+    for s in number_starts(text) if starts is None else starts:
+        if s < last_end or not text[s].isdigit():
+            continue
+        m = _CAND.match(text, s)
+        if m is None:
+            continue
+        e = m.end()
         while e > s and not text[e - 1].isdigit():
             e -= 1
         if e < n and (text[e].isalnum() or text[e] == "_" or (text[e] in ".-," and e + 1 < n and text[e + 1].isdigit())):
@@ -76,4 +83,5 @@ def find(text: str, include_reserved: bool = False) -> list[Span]:
         if not include_reserved and (digits in TEST_NUMBERS or len(set(digits)) <= 2):
             continue                                # test numbers, 4444 4444 4444 4448 and the like
         out.append(Span(s, e, "CREDIT_CARD"))
+        last_end = e
     return out

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 import re
 
-from .spans import Span
+from .spans import Span, number_starts
 
-# token starts: a digit, '+' or '(' not glued to a word, number or path on its left
-_START = re.compile(r"[+(0-9](?<![A-Za-z0-9_.+\-/#$€£=][+(0-9])")
+_NOT_BEFORE = frozenset("+#$€£=")     # besides what `number_starts` already excludes
 # the written forms, tried at each token start (anchored, bounded, no nesting)
 _FORMS = re.compile(
     r"(?:\+1[ .\-]?|1[ .\-])?(?:\([2-9][0-9]{2}\) ?|[2-9][0-9]{2}[ .\-])[2-9][0-9]{2}[ .\-][0-9]{4}"   # NANP
@@ -64,14 +63,14 @@ def _intl_ok(cand: str) -> bool:
     return bool(_INTL.match(cand))
 
 
-def find(text: str, include_reserved: bool = False) -> list[Span]:
-    """PHONE spans: each token start is tried against the written forms, then validated."""
+def find(text: str, include_reserved: bool = False, starts: list[int] | None = None) -> list[Span]:
+    """PHONE spans: each number start is tried against the written forms, then
+    validated. `starts`: the shared `number_starts(text)`, computed when not given."""
     out = []
     n = len(text)
     last_end = -1
-    for t in _START.finditer(text):
-        s = t.start()
-        if s < last_end:
+    for s in number_starts(text) if starts is None else starts:
+        if s < last_end or (s > 0 and text[s - 1] in _NOT_BEFORE):
             continue
         m = _FORMS.match(text, s)
         if m is None:

@@ -9,7 +9,7 @@ import re
 from typing import Callable, Iterable, Mapping
 
 from . import card, email, iban, ip, phone, secrets, ssn
-from .spans import Span, drop_overlapping, resolve
+from .spans import Span, drop_overlapping, number_starts, resolve
 
 DETECTORS: dict[str, Callable[[str, bool], list[Span]]] = {
     "EMAIL": email.find,
@@ -21,6 +21,7 @@ DETECTORS: dict[str, Callable[[str, bool], list[Span]]] = {
     "KEY": secrets.find,
 }
 ALL_KINDS = tuple(DETECTORS)
+NUMERIC = frozenset({"PHONE", "CREDIT_CARD", "US_SSN"})    # share one scan for number starts
 PSEUDONYM_HEX = 12
 MAX_PASSES = 4
 GLUE_WINDOW = 320
@@ -52,6 +53,7 @@ class Redactor:
         self.placeholders = {k: (placeholders or {}).get(k, f"<{k}>") for k in ALL_KINDS}
         self.key = pseudonym_key.encode("utf-8") if isinstance(pseudonym_key, str) else bytes(pseudonym_key)
         self.include_reserved = include_reserved
+        self._numeric = any(k in NUMERIC for k in self.kinds)
         texts = sorted({p for p in self.placeholders.values() if p}, key=len, reverse=True)
         self._default_placeholders = all(self.placeholders[k] == f"<{k}>" for k in ALL_KINDS)
         self._protect = re.compile("|".join([_PSEUDONYM.pattern] + [re.escape(t) for t in texts]))
@@ -61,8 +63,12 @@ class Redactor:
 
     def _raw_detect(self, text: str) -> list[Span]:
         found: list[Span] = []
+        starts = number_starts(text) if self._numeric else None
         for kind in self.kinds:
-            found += DETECTORS[kind](text, self.include_reserved)
+            if kind in NUMERIC:
+                found += DETECTORS[kind](text, self.include_reserved, starts)
+            else:
+                found += DETECTORS[kind](text, self.include_reserved)
         return resolve(found)
 
     def detect(self, text: str | None) -> list[Span]:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import re
 from collections import Counter
 from typing import Iterable, NamedTuple
 
@@ -90,6 +91,16 @@ def luhn_ok(digits: str) -> bool:
                 d -= 9
         total += d
     return total % 10 == 0
+
+
+_NUMBER_START = re.compile(r"[+(0-9](?<![A-Za-z0-9_.\-/][+(0-9])")
+
+
+def number_starts(text: str) -> list[int]:
+    """Offsets where a number may begin: a digit, '+' or '(' not glued to a word,
+    number, dotted run, hyphenated run or path on its left. One scan, shared by the
+    PHONE, CREDIT_CARD and US_SSN detectors (each adds its own left-side rules)."""
+    return [m.start() for m in _NUMBER_START.finditer(text)]
 
 
 def is_word_char(ch: str) -> bool:

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import re
 
-from .spans import Span
+from .spans import Span, number_starts
 
-_SEP = re.compile(r"[0-9](?<![A-Za-z0-9_.\-/:+$][0-9])[0-9]{2}([\- ])[0-9]{2}\1[0-9]{4}")
+_SEP = re.compile(r"[0-9]{3}(?:-[0-9]{2}-| [0-9]{2} )[0-9]{4}")
 _SSN_BEFORE = re.compile(r"(?i)\bssn|social[ \-]security")
 _BARE_AT = re.compile(r"(?i:ssn|social[ \-]security(?:[ \-]n(?:umber|o\.?))?)[ \t:#=\-]{0,6}+([0-9]{9})")
 _ID_BEFORE = re.compile(r"(?i)(?:#|\bno\.?|\bnumber|\bcase|\border|\binvoice|\bref|\bid|\bticket|\bdocket|\bpart|\bmodel)\s*[:#]?\s*\Z")
@@ -36,12 +36,17 @@ def _bare_matches(text: str):
             i = low.find(kw, i + 1)
 
 
-def find(text: str, include_reserved: bool = False) -> list[Span]:
-    """US_SSN spans."""
+def find(text: str, include_reserved: bool = False, starts: list[int] | None = None) -> list[Span]:
+    """US_SSN spans. `starts`: the shared `number_starts(text)`, computed when not given."""
     out = []
     n = len(text)
-    for m in _SEP.finditer(text):
-        s, e = m.span()
+    for s in number_starts(text) if starts is None else starts:
+        if not text[s].isdigit() or (s > 0 and text[s - 1] in ":+$"):
+            continue
+        m = _SEP.match(text, s)
+        if m is None:
+            continue
+        e = m.end()
         if e < n and (text[e].isalnum() or text[e] == "_" or (text[e] in ".-/" and e + 1 < n and text[e + 1].isdigit())):
             continue
         if _ID_BEFORE.search(text, max(0, s - 12), s) and not _SSN_BEFORE.search(text, max(0, s - 40), s):
