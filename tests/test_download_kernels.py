@@ -252,3 +252,24 @@ def test_user_agent_and_invalid_urls(http_server):
     resp.close()
     for url in ("ftp://example.com/a", "not a url", None, "http:///nohost"):
         assert handle(f, cfg, {"url": url})["status"] == "invalid_url"
+
+
+# --- spool (write-ahead log) ---------------------------------------------------------------
+
+def test_spool_survives_a_torn_tail_and_feeds_retried_attempts(tmp_path):
+    from shardforge.download.resume import read_spool_file, spool_files
+    from shardforge.download.worker import Spool, _earlier_attempts, to_batch
+
+    sp = Spool(str(tmp_path), "run1-p00003-a0-x")
+    rows = [{"url": f"http://h/{i}", "status": s, "attempts": 1} for i, s in
+            enumerate(["ok", "http_4xx", "timeout", "ok"])]
+    for r in rows:
+        sp.write(to_batch([r]))
+    path = spool_files(str(tmp_path))[0]
+    whole = open(path, "rb").read()       # not closed: as a killed task leaves it
+    open(path, "wb").write(whole[:-40])   # and torn in the middle of the last batch
+    got = [r["url"] for b in read_spool_file(path) for r in b.to_pylist()]
+    assert got == [r["url"] for r in rows[:3]]
+    earlier = _earlier_attempts(str(tmp_path), "run1-p00003-a")
+    assert set(earlier) == {"http://h/0", "http://h/1"}     # transient failures are fetched again
+    assert _earlier_attempts(str(tmp_path), "run1-p00004-a") == {}

@@ -38,7 +38,7 @@ clear_spool(cfg.spool_dir)
 print("DONE", flush=True)
 '''
 N_URLS = 120
-THREADS = 3
+THREADS = 4
 
 
 def _driver(tmp_path, args) -> subprocess.Popen:
@@ -62,7 +62,8 @@ def test_kill_driver_then_resume(spark, tmp_path):
         url_list.write_text("".join(json.dumps({"url": srv.url(p), "caption": p, "n": i}) + "\n"
                                     for i, p in enumerate(paths)))
         base = dict(connect_timeout=2.0, read_timeout=5.0, max_retries=1, backoff_base=0.2,
-                    allowed_networks=["127.0.0.1/32"], threads_per_task=THREADS, partitions=4)
+                    allowed_networks=["127.0.0.1/32"], threads_per_task=THREADS, partitions=4,
+                    per_host_connections=0)
         args = {"jars": os.environ.get("SHARDFORGE_JARS") or str(ROOT / ".jars"), "list": str(url_list),
                 "table": str(tmp_path / "results"),
                 "cfg": {**base, "spool_dir": str(tmp_path / "spool")}}

@@ -191,6 +191,7 @@ def _comparable(df):
     return sorted(tuple(r) for r in df.select(*cols).collect())
 
 
+@pytest.mark.slow
 def test_resume_skips_ok_urls_and_merges_by_url(spark, http_server, tmp_path):
     http_server.reset_log()
     paths = [f"/img/{n}" for n in ("a.jpg", "b.png", "c.webp", "d.gif")] + ["/status/404", "/flaky/resume",

@@ -36,6 +36,7 @@ INPUT_COLS = ("url", "caption", "meta", "source", "expect")
 FETCH_COLS = tuple(f.name for f in RESULT.fields if f.name not in INPUT_COLS)
 # Columns that differ between two runs of the same list by nature (wall clock).
 TIMING_COLS = ("fetched_at", "fetch_seconds")
+DUPLICATE_ERROR = "the same url appears earlier in the list"
 
 
 class DownloadResult(NamedTuple):
@@ -104,20 +105,14 @@ def download(urls_df: DataFrame, cfg, *, previous: Optional[DataFrame] = None,
 
     spark = urls_df.sparkSession
     rows = _prepare(urls_df, cfg)
-    w = Window.partitionBy("url").orderBy(F.col("caption").asc_nulls_first(), F.col("meta").asc_nulls_first(),
-                                          F.col("source").asc_nulls_first(), "expect")
-    ranked = rows.withColumn("_dup", F.row_number().over(w) > 1)
-    firsts = ranked.where(~F.col("_dup") | F.col("url").isNull()).drop("_dup")
-    dups = ranked.where(F.col("_dup") & F.col("url").isNotNull()).drop("_dup")
-
     reused = None
-    todo = firsts
+    todo = rows
     if previous is not None:
         prev = _best_per_url(previous.where(F.col("status") != "duplicate_url").select("url", *FETCH_COLS))
         if cfg.retry_transient_failures:      # ok and permanent failures stay; transient ones are refetched
             prev = prev.where(~F.col("status").isin(*TRANSIENT, "error"))
-        todo = firsts.join(prev.select("url"), "url", "left_anti")
-        reused = firsts.join(prev, "url", "inner")
+        todo = rows.join(prev.select("url"), "url", "left_anti")
+        reused = _mark_duplicates(rows.join(prev, "url", "inner"))
 
     n = cfg.partitions or spark.sparkContext.defaultParallelism
     if cfg.per_host_connections > 0 or cfg.per_host_requests_per_second > 0:
@@ -125,6 +120,9 @@ def download(urls_df: DataFrame, cfg, *, previous: Optional[DataFrame] = None,
         part = todo.repartition(n, F.lower(F.expr("try_parse_url(url, 'HOST')")))
     else:
         part = todo.repartition(n, "url")
+    # Copies of a url become neighbours, the smallest first (the worker fetches that one
+    # and marks the rest duplicate_url); hashing first interleaves hosts.
+    part = part.sortWithinPartitions(F.xxhash64("url"), "url", *[F.col(c).asc_nulls_first() for c in INPUT_COLS[1:]])
     rate_share = cfg.max_requests_per_second / n if cfg.max_requests_per_second > 0 else 0.0
     rid = run_id or uuid.uuid4().hex[:12]
     spool_dir = cfg.spool_dir
@@ -132,17 +130,21 @@ def download(urls_df: DataFrame, cfg, *, previous: Optional[DataFrame] = None,
     def task(batches):
         yield from run_partition(batches, cfg, rate_share=rate_share, spool_dir=spool_dir, run_id=rid)
 
-    fetched = _materialize(part.select(*INPUT_COLS).mapInArrow(task, RESULT))
-    parts = [fetched]
+    results = _materialize(part.select(*INPUT_COLS).mapInArrow(task, RESULT))
     if reused is not None:
-        parts.append(reused.select(*[f.name for f in RESULT.fields]))
-    dup_rows = dups.select(*INPUT_COLS, F.lit("duplicate_url").alias("status"),
-                           F.lit("the same url appears earlier in the list").alias("error"))
-    parts.append(_conform(dup_rows))
-    results = parts[0]
-    for p in parts[1:]:
-        results = results.unionByName(_conform(p))
+        results = results.unionByName(_conform(reused))
     return DownloadResult(results, kept_documents(results), rejected_rows(results))
+
+
+def _mark_duplicates(df: DataFrame) -> DataFrame:
+    """Keep the first row per url (same order as the worker's) and turn the others into
+    duplicate_url rows with no fetch columns."""
+    w = Window.partitionBy("url").orderBy(*[F.col(c).asc_nulls_first() for c in INPUT_COLS[1:]])
+    ranked = df.withColumn("_n", F.row_number().over(w))
+    first = ranked.where("_n = 1").drop("_n")
+    dups = ranked.where("_n > 1").select(*INPUT_COLS, F.lit("duplicate_url").alias("status"),
+                                         F.lit(DUPLICATE_ERROR).alias("error"))
+    return _conform(first).unionByName(_conform(dups))
 
 
 def _conform(df: DataFrame) -> DataFrame:

@@ -38,6 +38,7 @@ ARROW = pa.schema([
     ("original_height", pa.int32()), ("image_format", pa.string()),
 ])
 INPUT = ("url", "caption", "meta", "source", "expect")
+DUPLICATE_ERROR = "the same url appears earlier in the list"
 
 
 def _looks_like_image(body: bytes) -> bool:
@@ -137,18 +138,40 @@ class Spool:
             self._sink.close()
 
 
+def _earlier_attempts(spool_dir: str, prefix: str) -> dict:
+    """url -> row finished by earlier attempts of this task (from their spool files)."""
+    from .fetch import TRANSIENT
+    from .resume import read_spool_file, spool_files
+
+    rows: dict = {}
+    for path in spool_files(spool_dir):
+        if path.rsplit("/", 1)[-1].startswith(prefix):
+            for batch in read_spool_file(path):
+                for r in batch.to_pylist():
+                    if r["url"] is not None and (r["status"] == "ok" or r["status"] not in TRANSIENT):
+                        if r["url"] not in rows or r["status"] == "ok":
+                            rows[r["url"]] = r
+    return rows
+
+
 def run_partition(batches: Iterator[pa.RecordBatch], cfg, *, rate_share: float = 0.0,
                   spool_dir: str = "", run_id: str = "run", out_rows: int = 64) -> Iterator[pa.RecordBatch]:
-    """Fetch every input row of the partition; yield exactly one result row per input row."""
+    """Fetch every input row of the partition; yield exactly one result row per input row.
+    Rows must arrive sorted so that copies of a url are adjacent: the first is fetched,
+    the others become `duplicate_url` rows."""
     spool = None
+    earlier: dict = {}
     if spool_dir:
         try:
             from pyspark import TaskContext
 
             tc = TaskContext.get()
-            tag = f"p{tc.partitionId():05d}-a{tc.attemptNumber()}" if tc else "local"
+            part, attempt = (tc.partitionId(), tc.attemptNumber()) if tc else (None, 0)
         except Exception:
-            tag = "local"
+            part, attempt = None, 0
+        tag = f"p{part:05d}-a{attempt}" if part is not None else "local"
+        if attempt > 0:     # a retried task: what earlier attempts finished is not fetched again
+            earlier = _earlier_attempts(spool_dir, f"{run_id}-p{part:05d}-a")
         spool = Spool(spool_dir, f"{run_id}-{tag}-{uuid.uuid4().hex[:8]}")
     fetcher = Fetcher(cfg, rate_share=rate_share)
     threads = max(1, cfg.threads_per_task)
@@ -183,9 +206,19 @@ def run_partition(batches: Iterator[pa.RecordBatch], cfg, *, rate_share: float =
 
     pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="shardforge-fetch")
     try:
+        last_url = None
         for batch in batches:
             for row in batch.to_pylist():
-                host = host_key(row.get("url") or "")
+                url = row.get("url")
+                if url is not None and url == last_url:      # input is sorted: copies are adjacent
+                    done_rows.append({**{k: row.get(k) for k in INPUT}, "status": "duplicate_url",
+                                      "error": DUPLICATE_ERROR})
+                    continue
+                last_url = url
+                if url in earlier:
+                    done_rows.append({**earlier.pop(url), **{k: row.get(k) for k in INPUT}})
+                    continue
+                host = host_key(url or "")
                 buffered += 1
                 if cap > 0 and active[host] >= cap:
                     waiting[host].append(row)
