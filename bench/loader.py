@@ -114,17 +114,20 @@ def child(args) -> dict:
                 n += len(b["id"])
         dt, dc = time.perf_counter() - t0, cpu() - c0
     elif kind == "resume":
-        ds = ShardedDataset(args.build, rank=0, world_size=1, seed=1, window=8, columns=COLUMNS,
-                            batch_size=BATCH, batched=True)
-        state = ds.state_dict(consumed=int(ds.total * args.frac))
-        state = json.loads(json.dumps(state))
-        t0, c0 = time.perf_counter(), cpu()
-        ds = ShardedDataset(args.build, rank=0, world_size=1, seed=1, window=8, columns=COLUMNS,
-                            batch_size=BATCH, batched=True)
-        ds.load_state_dict(state)
-        first = next(iter(DataLoader(ds, batch_size=None, num_workers=0)))
-        dt, dc = time.perf_counter() - t0, cpu() - c0
-        n = len(first["id"])
+        kw = dict(rank=0, world_size=1, seed=1, window=32, columns=COLUMNS, batch_size=BATCH, batched=True)
+
+        def resume(frac: float) -> tuple[int, float, float]:
+            ds = ShardedDataset(args.build, **kw)
+            state = json.loads(json.dumps(ds.state_dict(consumed=int(ds.total * frac))))
+            t0, c0 = time.perf_counter(), cpu()
+            ds = ShardedDataset(args.build, **kw)
+            ds.load_state_dict(state)
+            first = next(iter(DataLoader(ds, batch_size=None, num_workers=0, collate_fn=no_collate)))
+            return len(first["id"]), time.perf_counter() - t0, cpu() - c0
+
+        _, cold, _ = resume(0.5)      # the process's first batch pays one-time set-up: reported apart
+        n, dt, dc = resume(args.frac)
+        return {"samples": n, "seconds": dt, "cpu_seconds": dc, "cold_seconds": cold, **rss()}
     else:
         raise SystemExit(f"unknown child {kind}")
     return {"samples": n, "seconds": dt, "cpu_seconds": dc, **rss()}
@@ -190,32 +193,48 @@ def venv(name: str, packages: list[str]) -> Path:
     return py
 
 
-def run_child(build: Path, name: str, **kw) -> dict:
-    cmd = [sys.executable, __file__, "--child", name, "--build", str(build)]
-    for k, v in kw.items():
-        cmd += [f"--{k}", str(v)]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
-    if out.returncode:
-        raise RuntimeError(f"{name} failed: {out.stderr[-3000:]}")
-    res = json.loads(out.stdout.strip().splitlines()[-1])
-    res["rate"] = res["samples"] / res["seconds"]
-    res["cpu_rate"] = res["samples"] / max(res["cpu_seconds"], 1e-9)
+def _best(runs: list[dict]) -> dict:
+    """Best of the runs: highest wall rate and highest CPU rate (each from its own run),
+    peak RSS the largest seen."""
+    for r in runs:
+        r["rate"] = r["samples"] / r["seconds"]
+        r["cpu_rate"] = r["samples"] / max(r["cpu_seconds"], 1e-9)
+    best = dict(max(runs, key=lambda r: r["rate"]))
+    best["cpu_rate"] = max(r["cpu_rate"] for r in runs)
+    best["rss_mb"] = max(r["rss_mb"] for r in runs)
+    best["runs"] = len(runs)
+    return best
+
+
+def run_child(build: Path, name: str, repeat: int = 1, **kw) -> dict:
+    runs = []
+    for _ in range(repeat):
+        cmd = [sys.executable, __file__, "--child", name, "--build", str(build)]
+        for k, v in kw.items():
+            cmd += [f"--{k}", str(v)]
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+        if out.returncode:
+            raise RuntimeError(f"{name} failed: {out.stderr[-3000:]}")
+        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
+    res = _best(runs)
     print(f"  {name} {kw}: {res['samples']} samples in {res['seconds']:.2f}s = {res['rate']:,.0f}/s "
-          f"(cpu {res['cpu_rate']:,.0f}/s), rss {res['rss_mb']:.0f} MB", flush=True)
+          f"(cpu {res['cpu_rate']:,.0f}/s), rss {res['rss_mb']:.0f} MB, best of {repeat}", flush=True)
     return res
 
 
-def run_ext(py: Path, script: str, *args: str) -> dict:
-    out = subprocess.run([str(py), "-c", script, *args], capture_output=True, text=True, timeout=3600)
-    if out.returncode:
-        raise RuntimeError(f"external tool failed: {out.stderr[-3000:]}")
-    lines = out.stdout.strip().splitlines()
-    res = json.loads(lines[-1]) if lines else {}
-    if "samples" in res:
-        res["rate"] = res["samples"] / res["seconds"]
-        res["cpu_rate"] = res["samples"] / max(res["cpu_seconds"], 1e-9)
-        print(f"  external: {res['samples']} samples in {res['seconds']:.2f}s = {res['rate']:,.0f}/s "
-              f"(cpu {res['cpu_rate']:,.0f}/s)", flush=True)
+def run_ext(py: Path, script: str, *args: str, repeat: int = 1) -> dict:
+    runs = []
+    for _ in range(repeat):
+        out = subprocess.run([str(py), "-c", script, *args], capture_output=True, text=True, timeout=3600)
+        if out.returncode:
+            raise RuntimeError(f"external tool failed: {out.stderr[-3000:]}")
+        lines = out.stdout.strip().splitlines()
+        runs.append(json.loads(lines[-1]) if lines else {})
+    if "samples" not in runs[0]:
+        return runs[0]
+    res = _best(runs)
+    print(f"  external: {res['samples']} samples in {res['seconds']:.2f}s = {res['rate']:,.0f}/s "
+          f"(cpu {res['cpu_rate']:,.0f}/s), best of {repeat}", flush=True)
     return res
 
 
@@ -257,7 +276,7 @@ def main() -> None:
     ap.add_argument("--child")
     ap.add_argument("--build")
     ap.add_argument("--workers", type=int, default=0)
-    ap.add_argument("--window", type=int, default=8)
+    ap.add_argument("--window", type=int, default=32)
     ap.add_argument("--frac", type=float, default=0.0)
     ap.add_argument("--collate", default="none", choices=["none", "default"])
     ap.add_argument("--skip-external", action="store_true")
@@ -280,18 +299,18 @@ def main() -> None:
                 f.read_bytes()
     R: dict = {}
     print("throughput, 1x:", flush=True)
-    R["arrow_batch"] = run_child(small, "arrow_batch")
-    R["sharded_batch_0"] = run_child(small, "sharded_batch", workers=0)
-    R["sharded_batch_2"] = run_child(small, "sharded_batch", workers=2)
-    R["sharded_batch_noshuf"] = run_child(small, "sharded_batch", workers=0, window=0)
-    R["sharded_batch_defcollate"] = run_child(small, "sharded_batch", workers=0, collate="default")
-    R["arrow_pylist"] = run_child(small, "arrow_pylist")
-    R["sharded_sample_0"] = run_child(small, "sharded_sample", workers=0)
-    R["sharded_sample_2"] = run_child(small, "sharded_sample", workers=2)
+    R["arrow_batch"] = run_child(small, "arrow_batch", repeat=2)
+    R["sharded_batch_0"] = run_child(small, "sharded_batch", repeat=2, workers=0)
+    R["sharded_batch_2"] = run_child(small, "sharded_batch", repeat=2, workers=2)
+    R["sharded_batch_noshuf"] = run_child(small, "sharded_batch", repeat=2, workers=0, window=0)
+    R["sharded_batch_defcollate"] = run_child(small, "sharded_batch", repeat=2, workers=0, collate="default")
+    R["arrow_pylist"] = run_child(small, "arrow_pylist", repeat=2)
+    R["sharded_sample_0"] = run_child(small, "sharded_sample", repeat=2, workers=0)
+    R["sharded_sample_2"] = run_child(small, "sharded_sample", repeat=2, workers=2)
     if not args.skip_external:
         hf = venv("hf-datasets", ["datasets==5.2.0"])
         print("HF datasets:", flush=True)
-        R["hf"] = run_ext(hf, HF_SCRIPT, json.dumps(files))
+        R["hf"] = run_ext(hf, HF_SCRIPT, json.dumps(files), repeat=2)
         ms = VENVS / "mosaic-streaming" / "bin" / "python"
         if not ms.exists():
             raise SystemExit("create the mosaic-streaming venv first (see bench/results/loader.md)")
@@ -299,7 +318,7 @@ def main() -> None:
         if not (mds / "index.json").exists():
             run_ext(ms, MDS_WRITE, json.dumps(files), str(mds))
         print("MosaicML Streaming:", flush=True)
-        R["mosaic"] = run_ext(ms, MDS_READ, str(mds), "0")
+        R["mosaic"] = run_ext(ms, MDS_READ, str(mds), "0", repeat=2)
         R["mosaic_shuffle"] = run_ext(ms, MDS_READ, str(mds), "1")
     print("memory and resume, 1x vs 10x:", flush=True)
     R["arrow_batch_big"] = run_child(big, "arrow_batch")
@@ -308,7 +327,7 @@ def main() -> None:
         for frac in (0.01, 0.9):
             R[f"resume_{tag}_{frac}"] = run_child(b, "resume", frac=frac)
     print("shuffle quality:", flush=True)
-    R["shuffle"] = [shuffle_metrics(small, w) for w in (0, 1, 8, 64)]
+    R["shuffle"] = [shuffle_metrics(small, w) for w in (0, 1, 8, 32, 128)]
     for s in R["shuffle"]:
         print("  ", s, flush=True)
     (WORK / "results.json").write_text(json.dumps(R, indent=1))
@@ -342,8 +361,9 @@ def report(R: dict, args) -> str:
            f"2 cores, 24 GiB, shared with other work while measured (load average above 4), Python "
            f"{platform.python_version()}. Data: {args.rows:,} rows in 16 uneven Parquet shards (zstd, "
            f"1024-row groups): `id` int64, `tokens` list<int32> of {SEQ}, `text` ~45 chars. "
-           f"Rank 0 of 1, batches of {BATCH}; only the reading loop is timed, each line in its own process, "
-           "all in one run (ratios are against the same run's baseline).", "",
+           f"Rank 0 of 1, batches of {BATCH}; only the reading loop is timed, each line in its own process "
+           "(best of 2 runs, except MosaicML with shuffle: 1), all in one run (ratios are against the same "
+           "run's baseline).", "",
            "Wall-clock rates swing by 2-5x on this shared machine, so each line also gives samples per "
            "CPU-second (user+system of the process and its DataLoader workers), the steadier measure of "
            "cost; with num_workers=2 the CPU figure sums both workers.", "",
@@ -361,7 +381,7 @@ def report(R: dict, args) -> str:
             if other in R:
                 out.append(f"- {mine} / {other}: **{ratio(mine, other)}** wall, "
                            f"**{ratio(mine, other, 'cpu_rate')}** per CPU-second")
-    out += ["", "### Peak RSS from 1x to 10x data (num_workers=0, batch mode, window 8)", "",
+    out += ["", "### Peak RSS from 1x to 10x data (num_workers=0, batch mode, window 32)", "",
             "| data | rows | pyarrow limit RSS MB | ShardedDataset RSS MB | ShardedDataset samples/s |",
             "|---|---:|---:|---:|---:|",
             f"| 1x | {R['sharded_batch_0']['samples']:,} | {R['arrow_batch']['rss_mb']:.0f} | "
@@ -369,17 +389,26 @@ def report(R: dict, args) -> str:
             f"| {args.scale}x | {R['sharded_batch_0_big']['samples']:,} | {R['arrow_batch_big']['rss_mb']:.0f} | "
             f"{R['sharded_batch_0_big']['rss_mb']:.0f} | {rate('sharded_batch_0_big'):,.0f} |",
             "", "### Resume cost (new dataset + load_state_dict + first batch)", "",
-            "| data | at 1% of the epoch | at 90% of the epoch |", "|---|---:|---:|"]
-    for tag in ("1x", "10x"):
-        out.append(f"| {tag} | {R[f'resume_{tag}_0.01']['seconds'] * 1000:.0f} ms | "
-                   f"{R[f'resume_{tag}_0.9']['seconds'] * 1000:.0f} ms |")
+            "Wall time from a saved state to the first batch in a process that has read before (the "
+            "first batch of a fresh process also pays one-time set-up, in the last column). "
+            "For comparison, a resume that re-reads what was consumed (as `skip_first_batches` does) "
+            "would take about 0.9 x epoch / rate at 90%.", "",
+            "| data | at 1% of the epoch | at 90% of the epoch | re-reading to 90% (estimate) "
+            "| first batch of a fresh process |", "|---|---:|---:|---:|---:|"]
+    for tag, key in (("1x", "sharded_batch_0"), (f"{args.scale}x", "sharded_batch_0_big")):
+        t = "1x" if tag == "1x" else "10x"
+        est = 0.9 * R[key]["samples"] / R[key]["rate"]
+        out.append(f"| {tag} | {R[f'resume_{t}_0.01']['seconds'] * 1000:.0f} ms | "
+                   f"{R[f'resume_{t}_0.9']['seconds'] * 1000:.0f} ms | {est:.1f} s | "
+                   f"{R[f'resume_{t}_0.9']['cold_seconds'] * 1000:.0f} ms |")
     out += ["", "### Shuffle quality (1x data, seed 1, epoch 0)", "",
             "Spearman: rank correlation between a sample's manifest position and its epoch position "
             "(0 = no trace of the file order). Neighbours: share of consecutive epoch samples that are "
             "also consecutive in the manifest (a uniform shuffle gives about 2/N). Distinct shards per "
             f"batch of {BATCH}: how many shards a batch mixes (uniform expectation alongside).", "",
             "| shuffle | Spearman | neighbours kept | distinct shards / batch (uniform) |", "|---|---:|---:|---:|"]
-    names = {0: "off (manifest order)", 1: "row group (window=1)", 8: "window=8 (default)", 64: "window=64"}
+    names = {0: "off (manifest order)", 1: "row groups only (window=1)", 8: "window=8", 32: "window=32 (default)",
+             128: "window=128"}
     for s in R["shuffle"]:
         out.append(f"| {names[s['window']]} | {s['spearman']:+.4f} | {s['neighbours']:.4f} | "
                    f"{s['distinct_shards']:.2f} ({s['uniform_distinct']:.2f}) |")

@@ -44,7 +44,7 @@ class ShardedDataset(ShardReader, IterableDataset):
     """
 
     def __init__(self, path, *, rank: int | None = None, world_size: int | None = None, seed: int = 0,
-                 shuffle: bool = True, window: int = 8, policy: str = "drop", columns=None,
+                 shuffle: bool = True, window: int = 32, policy: str = "drop", columns=None,
                  batch_size: int | None = None, batched: bool = False,
                  transform: Callable[[Any], Any] | None = None, verify: bool = False, epoch: int = 0):
         if batched and not batch_size:
@@ -60,6 +60,12 @@ class ShardedDataset(ShardReader, IterableDataset):
     @staticmethod
     def _default_rank_world() -> tuple[int, int]:
         return default_rank_world()
+
+    def __len__(self) -> int:
+        """Items this rank yields in the current pass: batches in batch mode, else samples
+        (the same on every rank, so every DDP rank takes the same number of steps)."""
+        n = self.num_samples()
+        return -(-n // self.batch_size) if self.batched else n
 
     def _worker_slot(self) -> tuple[int, int]:
         info = get_worker_info()

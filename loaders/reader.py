@@ -43,7 +43,7 @@ class ShardReader:
     """
 
     def __init__(self, path, *, rank: int | None = None, world_size: int | None = None, seed: int = 0,
-                 shuffle: bool = True, window: int = 8, policy: str = "drop", columns=None,
+                 shuffle: bool = True, window: int = 32, policy: str = "drop", columns=None,
                  verify: bool = False, epoch: int = 0):
         if rank is None or world_size is None:
             r, w = self._default_rank_world()
@@ -91,9 +91,12 @@ class ShardReader:
         ones included)."""
         return assignment.rank_part(self._plan, self.rank, self.world_size, self.policy)
 
-    def __len__(self) -> int:
+    def num_samples(self) -> int:
         """Samples this rank yields in the current pass (the same on every rank)."""
         return assignment.per_rank(assignment.length(self._plan), self.world_size, self.policy) - self._offset
+
+    def __len__(self) -> int:
+        return self.num_samples()
 
     # -- position -------------------------------------------------------------
     def set_epoch(self, epoch: int) -> None:

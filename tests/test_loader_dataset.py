@@ -210,3 +210,16 @@ def test_loader_imports_and_reads_without_spark(build, names, code):
         f"bad = [m for m in sys.modules if m.split('.')[0] in {names!r}]\nassert not bad, bad\nprint('ok')\n"
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-2000:]
+
+
+def test_len_counts_items_and_is_equal_across_ranks(build):
+    for policy in ("drop", "pad"):
+        lens = set()
+        for r in range(3):
+            ds = ShardedDataset(build, rank=r, world_size=3, batch_size=4, batched=True, policy=policy)
+            loader = DataLoader(ds, batch_size=None)
+            got = list(loader)
+            assert len(loader) == len(got) == -(-ds.num_samples() // 4)
+            assert sum(len(b["id"]) for b in got) == ds.num_samples()
+            lens.add(len(got))
+        assert len(lens) == 1
