@@ -194,3 +194,44 @@ def test_rules_for_images_short_empty_and_ids(spark, tmp_path):
     side = {r.id: r for r in res.signatures.collect()}
     assert side["t2"].signature is not None and len(side["t2"].bands) == 14
     assert side["short1"].signature is None and side["img1"].kind == "image"
+
+
+@pytest.mark.slow
+def test_incremental_equals_all_at_once(spark, tmp_path):
+    """Batch B deduplicated against A's side table removes what A∪B at once removes.
+    Ids of A sort first and rank_by = none, so the kept member of a cluster is the same
+    in both runs (the by-design difference, an existing document always winning, does
+    not arise)."""
+    from shardforge.dedup import dedup, read_side_table, update_side_table
+    rng = random.Random(21)
+    docs_a, fams = planted_corpus(seed=13, families=30, singles=15, prefix="a-")
+    docs_b = {}
+    for f, ids in enumerate(fams[:20]):          # near copies of A's bases, and one exact copy
+        base = oracle_tokens(docs_a[ids[0]])
+        docs_b[f"b-f{f:03d}-n"] = " ".join(edit(base, 0.01, rng))
+    docs_b["b-exact"] = docs_a[fams[25][0]].upper()
+    for s in range(10):
+        docs_b[f"b-s{s:03d}"] = " ".join(make_doc(rng, 150))
+    cfg = DedupSection(rank_by="none")
+    side = str(tmp_path / "side")
+    ck = str(tmp_path / "ck")
+    assert read_side_table(spark, side) is None
+    res_a = dedup(rows_of(spark, sorted(docs_a.items())), cfg, checkpoint_dir=ck)
+    update_side_table(spark, res_a.signatures, side)
+    kept_a = res_a.kept
+    prev = read_side_table(spark, side)
+    assert prev.count() == kept_a.count()
+    res_b = dedup(rows_of(spark, sorted(docs_b.items())), cfg, previous=prev,
+                  previous_docs=kept_a.select("id", "text"), checkpoint_dir=ck)
+    both = dedup(rows_of(spark, sorted({**docs_a, **docs_b}.items())), cfg, checkpoint_dir=ck)
+    audit_inc = {r.id: (r.duplicate_of, r.stage) for r in res_a.audit.collect() + res_b.audit.collect()}
+    audit_all = {r.id: (r.duplicate_of, r.stage) for r in both.audit.collect()}
+    assert audit_inc == audit_all
+    removed_b = {i for i in audit_inc if i.startswith("b-")}
+    assert len(removed_b) >= 18 and "b-exact" in removed_b
+    assert all(audit_inc[i][0].startswith("a-") for i in removed_b)     # existing documents are kept
+    assert audit_inc["b-exact"] == (fams[25][0], "exact")
+    kept_b = {r.id for r in res_b.kept.collect()}
+    assert kept_b | removed_b == set(docs_b)
+    update_side_table(spark, res_b.signatures, side)
+    assert read_side_table(spark, side).count() == kept_a.count() + len(kept_b)

@@ -1,10 +1,10 @@
 """Connected components of a graph held as a Spark DataFrame of edges, across executors.
 
 Alternating large-star / small-star (Kiveris et al., "Connected Components in
-MapReduce and Beyond", 2014) on bigint node ids: O(log^2 n) rounds, each a few
-shuffles; every round is materialised (Parquet under a checkpoint folder, or a
-local checkpoint) so the lineage stays short. Nothing is collected to the driver
-but one count per round. The result labels every node with the smallest node id
+MapReduce and Beyond", 2014) on bigint node ids until the edges form a star forest:
+O(log^2 n) rounds, each a few shuffles; every round is materialised (Parquet under a
+checkpoint folder, or a local checkpoint) so the lineage stays short. Nothing is
+collected to the driver but one row-count per round (the star-forest test). The result labels every node with the smallest node id
 of its component, so it does not depend on partitioning.
 """
 from __future__ import annotations
@@ -74,25 +74,27 @@ def connected_components(edges: DataFrame, materialize: Materializer, *, max_ite
     Raises RuntimeError if the rounds do not converge within `max_iterations`
     (never returns a partial labelling).
     """
-    e = materialize(_canonical(edges), "cc-0")
-    for i in range(1, max_iterations + 1):
-        new = materialize(_small_star(_large_star(e)), f"cc-{i}")
-        changed = _changed(new, e)
-        materialize.delete(f"cc-{i - 1}")
-        e = new
-        if changed == 0:
-            break
-    else:
-        raise RuntimeError(f"connected components did not converge in {max_iterations} rounds "
-                           f"(raise dedup.max_component_iterations)")
-    # converged: every edge is (leaf, root) with root the component's smallest node
+    e = _canonical(edges)
+    rounds = 0
+    while not _is_star_forest(e):
+        rounds += 1
+        if rounds > max_iterations:
+            raise RuntimeError(f"connected components did not converge in {max_iterations} rounds "
+                               f"(raise dedup.max_component_iterations)")
+        e = materialize(_small_star(_large_star(e)), f"cc-{rounds}")
+        if rounds > 1:
+            materialize.delete(f"cc-{rounds - 1}")
+    # a star forest in (u < v) form: every v hangs off its component's smallest node u
     labels = e.select(F.col("v").alias("node"), F.col("u").alias("component")).unionByName(
         e.select(F.col("u").alias("node"), F.col("u").alias("component"))).distinct()
-    return materialize(labels.groupBy("node").agg(F.min("component").alias("component")), "cc-labels")
+    return materialize(labels, "cc-labels")
 
 
-def _changed(new: DataFrame, old: DataFrame) -> int:
-    """Number of edges in exactly one of the two edge sets."""
-    a = new.select("u", "v", F.lit(1).alias("x"))
-    b = old.select("u", "v", F.lit(1).alias("y"))
-    return a.join(b, ["u", "v"], "full_outer").where(F.col("x").isNull() | F.col("y").isNull()).count()
+def _is_star_forest(e: DataFrame) -> bool:
+    """True when no node is both a centre (u) and a leaf (v), and no leaf has two centres:
+    then each component is one star centred on its smallest node. One Spark job."""
+    roles = e.select(F.col("u").alias("n"), F.lit(1).alias("c"), F.lit(0).alias("l")).unionByName(
+        e.select(F.col("v").alias("n"), F.lit(0).alias("c"), F.lit(1).alias("l")))
+    bad = roles.groupBy("n").agg(F.max("c").alias("c"), F.sum("l").alias("l")).where(
+        ((F.col("c") == 1) & (F.col("l") > 0)) | (F.col("l") > 1))
+    return bad.limit(1).count() == 0

@@ -146,19 +146,27 @@ def dedup(df: DataFrame, cfg: DedupSection, *, previous: DataFrame | None = None
     else:
         ok = (ok.withColumn("_r", F.lit(None).cast("string")).withColumn("_est", F.lit(None).cast("double"))
               .withColumn("_jac", F.lit(None).cast("double")))
-    ok = ok.withColumn("_kept", F.col("_is_rep") & F.col("_r").isNull())
-    removed = ok.where(~F.col("_kept")).withColumn("_dup", F.coalesce("_r", "_exact_rep")).withColumn(
-        "_stage", F.when(F.col("_r").isNull(), F.lit("exact")).otherwise(F.lit("near")))
+    ok = ok.withColumn("_kept", F.col("_is_rep") & F.col("_r").isNull()).withColumn(
+        "_dup", F.when(~F.col("_kept"), F.coalesce("_r", "_exact_rep"))).withColumn(
+        "_stage", F.when(F.col("_kept"), F.lit(None)).when(F.col("_r").isNull(), F.lit("exact")).otherwise(F.lit("near")))
+    state_cols = [*orig, "_img", "_key", "_len", "_kept", "_dup", "_stage", "_est", "_jac", "_reason"]
+    bad = (bad.withColumn("_kept", F.lit(False)).withColumn("_dup", F.lit(None).cast("string"))
+           .withColumn("_stage", F.lit(None).cast("string")).withColumn("_est", F.lit(None).cast("double"))
+           .withColumn("_jac", F.lit(None).cast("double")))
+    # one materialisation of every row's outcome: the four results are cheap reads of it
+    state = mat(ok.select(*state_cols).unionByName(bad.select(*state_cols)), "state")
+    kept = state.where(F.col("_kept"))
+    removed = state.where(~F.col("_kept") & F.col("_reason").isNull())
+    bad = state.where(F.col("_reason").isNotNull())
     audit = removed.select(
         F.col("id"), F.col("_dup").alias("duplicate_of"), F.col("_stage").alias("stage"),
-        F.when(F.col("_r").isNull(), F.lit(1.0)).otherwise(F.col("_est")).alias("estimated_similarity"),
-        F.when(F.col("_r").isNull(), F.lit(1.0)).otherwise(F.col("_jac")).alias("jaccard"))
+        F.when(F.col("_stage") == "exact", F.lit(1.0)).otherwise(F.col("_est")).alias("estimated_similarity"),
+        F.when(F.col("_stage") == "exact", F.lit(1.0)).otherwise(F.col("_jac")).alias("jaccard"))
     audit = audit.withColumn("cluster_size", F.count(F.lit(1)).over(Window.partitionBy("duplicate_of")) + 1)
     from shardforge.schemas import DEDUP_AUDIT, conform
     from shardforge.stage import rejects
 
     audit = conform(audit, DEDUP_AUDIT)
-    kept = ok.where(F.col("_kept"))
     rej_dup = rejects(removed.select(*orig, "_dup", "_stage"), "dedup",
                       F.concat(F.lit("duplicate_of:"), F.col("_dup")), F.col("_stage"))
     rej_bad = rejects(bad.select(*orig, "_reason"), "dedup", F.col("_reason"))
