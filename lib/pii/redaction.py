@@ -149,18 +149,27 @@ class Redactor:
         return text, counts
 
 
-_OPEN = frozenset("([{\"'`")
-_CLOSE = frozenset(".,;:!?)]}\"'`")
+# Characters that belong to no PII token and that no detector's boundary rule reads
+# beyond one position: a neighbour behind them sees the same thing whether the
+# value next to them is the original or its placeholder.
+_NEUTRAL_LEFT = frozenset("=([{\"'`<|,;")
+_NEUTRAL_RIGHT = frozenset(",;\"'`)]}>|!?&")
+_CLOSE = frozenset(".:")            # neutral on the right only when whitespace follows
+_V6_CHARS = frozenset("0123456789abcdefABCDEF:.")
 
 
 def _left_isolated(text: str, start: int) -> bool:
-    return start == 0 or text[start - 1].isspace() or (
-        text[start - 1] in _OPEN and (start == 1 or text[start - 2].isspace()))
+    if start == 0 or text[start - 1].isspace() or text[start - 1] in _NEUTRAL_LEFT:
+        return True
+    # "mailto:x@y.io": a colon is neutral unless it could continue an IPv6 address
+    return text[start - 1] == ":" and (start == 1 or text[start - 2] not in _V6_CHARS)
 
 
 def _right_isolated(text: str, end: int) -> bool:
     n = len(text)
-    return end == n or text[end].isspace() or (text[end] in _CLOSE and (end + 1 == n or text[end + 1].isspace()))
+    if end == n or text[end].isspace() or text[end] in _NEUTRAL_RIGHT:
+        return True
+    return text[end] in _CLOSE and (end + 1 == n or text[end + 1].isspace())
 
 
 _CONTEXT_WORDS = ip._VERSION_WORDS + ("ssn", "social")
