@@ -273,3 +273,13 @@ def test_spool_survives_a_torn_tail_and_feeds_retried_attempts(tmp_path):
     earlier = _earlier_attempts(str(tmp_path), "run1-p00003-a")
     assert set(earlier) == {"http://h/0", "http://h/1"}     # transient failures are fetched again
     assert _earlier_attempts(str(tmp_path), "run1-p00004-a") == {}
+
+
+def test_bad_settings_are_named():
+    from shardforge.download.stage import check_config
+
+    check_config(CFG)
+    for key, bad in (("image_quality", 0), ("threads_per_task", 0), ("expect", "video"),
+                     ("allowed_networks", ("10.0.0.0/33",))):
+        with pytest.raises(ValueError, match=key):
+            check_config(DownloadSection(**{**CFG.__dict__, key: bad}))

@@ -57,6 +57,26 @@ def url_id(url: Optional[str]) -> str:
     return hashlib.sha256((url or "").encode("utf-8")).hexdigest()[:32]
 
 
+def check_config(cfg) -> None:
+    """Raise ValueError naming the first [download] setting the stage cannot run with."""
+    from .guard import AddressPolicy
+
+    rules = [("threads_per_task", cfg.threads_per_task >= 1, ">= 1"),
+             ("image_size", cfg.image_size >= 1, ">= 1"),
+             ("image_quality", 1 <= cfg.image_quality <= 100, "between 1 and 100"),
+             ("max_bytes", cfg.max_bytes >= 1, ">= 1"),
+             ("connect_timeout", cfg.connect_timeout > 0, "> 0"),
+             ("read_timeout", cfg.read_timeout > 0, "> 0"),
+             ("expect", cfg.expect in ("auto", "image", "page"), "auto, image or page"),
+             ("image_resize_mode", cfg.image_resize_mode in ("none", "keep_ratio", "center_crop", "border"),
+              "none, keep_ratio, center_crop or border"),
+             ("image_format", cfg.image_format in ("jpeg", "png", "webp"), "jpeg, png or webp")]
+    for key, ok, want in rules:
+        if not ok:
+            raise ValueError(f"download.{key}: must be {want}, got {getattr(cfg, key)!r}")
+    AddressPolicy.from_config(cfg.allow_private_addresses, cfg.allowed_networks)
+
+
 def _prepare(urls_df: DataFrame, cfg) -> DataFrame:
     cols = set(urls_df.columns)
     if "url" not in cols and cfg.url_column not in cols:
@@ -103,6 +123,7 @@ def download(urls_df: DataFrame, cfg, *, previous: Optional[DataFrame] = None,
     """
     from .worker import run_partition
 
+    check_config(cfg)
     spark = urls_df.sparkSession
     rows = _prepare(urls_df, cfg)
     reused = None
