@@ -43,7 +43,8 @@ def run_pipeline(spark, cfg: Config, *, as_of_version: int | None = None,
     after = None
     if "dedup" in stages:
         (docs, _), after = dedup_step(spark, cfg, run, docs, n)
-    version = write_curated(spark, cfg, run, conform(docs, CURATED), after=after)
+        n = run.report["stages"][-1]["kept"]
+    version = write_curated(spark, cfg, run, conform(docs, CURATED), n, after=after)
     write_rejects(spark, cfg, run)
     if "build-shards" in stages:
         shards_step(spark, cfg, run, layout.curated, version if as_of_version is None else as_of_version,

@@ -150,12 +150,23 @@ def dedup_step(spark: SparkSession, cfg: Config, run: Run, docs: DataFrame, n: i
     return out, lambda: update_side_table(spark, res.signatures, layout.dedup_state)
 
 
-def write_curated(spark: SparkSession, cfg: Config, run: Run, docs: DataFrame, after=None) -> int:
-    """Merge this batch into the curated table (then call `after`, e.g. the dedup side-table
-    update); returns the table version to build from."""
+def write_curated(spark: SparkSession, cfg: Config, run: Run, docs: DataFrame, n: int, after=None) -> int:
+    """Merge this batch into the curated table, accounted as the `curate` stage: rows whose
+    id is already in the table are rejected as `duplicate_of:<id>` (a rerun of a batch adds
+    nothing and commits nothing). Then `after` runs (e.g. the dedup side-table update).
+    Returns the table version to build from."""
     layout = Layout(cfg.pipeline.output)
-    with run.timed("curate"):
-        outcome = merge_new(spark, docs, layout.curated, key="id")
+    t = time.monotonic()
+    if is_delta(layout.curated):
+        existing = read_table(spark, layout.curated).select("id")
+        fresh = docs.join(existing, "id", "left_anti")
+        present = rejects(docs.join(existing, "id", "left_semi"), "curate",
+                          F.concat(F.lit("duplicate_of:"), F.col("id")))
+    else:
+        fresh, present = docs, empty_rejects(spark)
+    fresh, _ = run.account("curate", n, StageResult(fresh, present), t)
+    with run.timed("merge"):
+        outcome = merge_new(spark, fresh, layout.curated, key="id")
         if after is not None:
             after()
     run.report["curated"] = {"path": layout.curated, "inserted": outcome.inserted, "version": outcome.version}
