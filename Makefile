@@ -8,7 +8,7 @@ PYTEST_ARGS ?=
 export SHARDFORGE_JARS := $(abspath $(JARS))
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: demo test setup jars venv bench package clean-out help
+.PHONY: demo test setup system-deps jars venv bench package clean-out help
 
 help:
 	@echo "make demo   - set up, run the whole pipeline on the bundled sample, read it with the torch loader"
@@ -23,9 +23,20 @@ $(PY):
 
 # pip skips requirements that are already satisfied, so a second run takes seconds
 # (torch, the large one, is downloaded once per venv).
-setup: venv
+setup: venv system-deps
 	$(PY) -m pip install -q -e '.[dev]'
 	@$(MAKE) --no-print-directory jars
+
+# Java and Maven for Spark and Delta's jars; Chromium for the report's screenshot test.
+# Installed with apt-get when running as root on Debian; otherwise a hint is printed.
+system-deps:
+	@command -v java >/dev/null && command -v mvn >/dev/null && command -v chromium >/dev/null || \
+	  { if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	      apt-get update -qq && apt-get install -y -qq --no-install-recommends \
+	        $$(command -v java >/dev/null || echo openjdk-17-jre-headless) \
+	        $$(command -v mvn >/dev/null || echo maven) \
+	        $$(command -v chromium >/dev/null || echo chromium) >/dev/null; \
+	    else echo "note: install Java 17, Maven and Chromium (Debian: apt-get install openjdk-17-jre-headless maven chromium)"; fi; }
 
 # Delta's JVM jars, matching the installed pyspark and delta-spark, into $(JARS) (git-ignored).
 jars: venv
