@@ -172,7 +172,6 @@ def _cluster_submit(c: cluster.StandaloneCluster, dist, worker_python: str, samp
             "spark.pyspark.python": worker_python, "spark.pyspark.driver.python": worker_python,
             "spark.jars": ",".join(str(p) for p in sorted(dist["jars"].glob("*.jar"))),
             "spark.executor.memory": "512m", "spark.executor.cores": "1", "spark.cores.max": "2",
-            "spark.executor.pyspark.memory": "256m",
             "spark.driver.host": "127.0.0.1", "spark.ui.enabled": "true", "spark.ui.port": str(ui_port),
             "spark.port.maxRetries": "64"}
     return [cluster.spark_submit(), "--properties-file", str(ROOT / "conf" / "spark-standalone.conf"),
@@ -280,3 +279,32 @@ def test_no_funnel_on_the_full_pipeline_run(local_run, work):
                                   or s["execution"] in {n.execution for n in res.notes if n.kind == "exempt"}
                                   for s in shuffle_stages)
     assert any(e["writes"] for e in res.executions)
+
+
+def test_cluster_cli_start_status_stop(tmp_path):
+    """`python -m shardforge.cluster start|status|stop` from a shell, leaving no process behind."""
+    d = tmp_path / "c"
+    py = [sys.executable, "-m", "shardforge.cluster"]
+    start = subprocess.run([*py, "start", "--dir", str(d), "--workers", "1", "--memory", "512m"],
+                           capture_output=True, text=True, timeout=180, env=_env())
+    assert start.returncode == 0, start.stderr
+    info = json.loads(start.stdout)
+    assert info["master_url"].startswith("spark://127.0.0.1:")
+    state = json.loads((d / "cluster.json").read_text())
+    pids = [state["master"]["pid"]] + [w["pid"] for w in state["workers"]]
+    try:
+        again = subprocess.run([*py, "start", "--dir", str(d)], capture_output=True, text=True, timeout=60)
+        assert again.returncode == 1 and "already running" in again.stderr
+        status = subprocess.run([*py, "status", "--dir", str(d)], capture_output=True, text=True, timeout=60)
+        assert status.returncode == 0, status.stderr
+        st = json.loads(status.stdout)
+        assert st["status"] == "ALIVE" and [w["state"] for w in st["workers"]] == ["ALIVE"]
+        assert st["workers"][0]["memory"] == 512 and st["workers"][0]["cores"] == 1
+    finally:
+        stop = subprocess.run([*py, "stop", "--dir", str(d)], capture_output=True, text=True, timeout=60)
+    assert stop.returncode == 0, stop.stderr
+    assert not (d / "cluster.json").exists()
+    for pid in pids:
+        assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split(") ")[1][:1]
+    missing = subprocess.run([*py, "status", "--dir", str(d)], capture_output=True, text=True, timeout=60)
+    assert missing.returncode == 1 and "no cluster recorded" in missing.stderr
