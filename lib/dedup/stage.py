@@ -4,6 +4,7 @@ and, incrementally, against the side table of documents kept before.
 """
 from __future__ import annotations
 
+import time
 from typing import NamedTuple
 
 from pyspark.sql import Column, DataFrame, Window
@@ -23,6 +24,7 @@ class DedupResult(NamedTuple):
     rejected: DataFrame    # REJECT rows: duplicate_of:<id>, invalid:empty_text, ...
     audit: DataFrame       # DEDUP_AUDIT, one row per removed duplicate
     signatures: DataFrame  # SIDE_TABLE rows of the kept documents (for update_side_table)
+    timings: dict = {}     # seconds per eager phase: signatures, candidates, components, ...
 
 
 def resolve_params(cfg: DedupSection) -> mh.MinHashParams:
@@ -132,11 +134,14 @@ def dedup(df: DataFrame, cfg: DedupSection, *, previous: DataFrame | None = None
         "_is_rep", F.col("_old_rep").isNull() & (F.col("_rn") == 1))
 
     mat = Materializer(spark, checkpoint_dir)
+    timings: dict[str, float] = {}
     reps = ok.where(F.col("_is_rep") & ~F.col("_img")).select("id", F.col("_norm").alias("norm"), "_rk")
     sigs = None
     if cfg.near:
+        t0 = time.perf_counter()
         sigs = mat(signatures_df(reps, params), "signatures")
-        near_map = _near(spark, cfg, params, pkey, reps, sigs, prev, previous_docs, mat)
+        timings["signatures"] = time.perf_counter() - t0
+        near_map = _near(spark, cfg, params, pkey, reps, sigs, prev, previous_docs, mat, timings)
     else:
         near_map = None
 
@@ -154,7 +159,9 @@ def dedup(df: DataFrame, cfg: DedupSection, *, previous: DataFrame | None = None
            .withColumn("_stage", F.lit(None).cast("string")).withColumn("_est", F.lit(None).cast("double"))
            .withColumn("_jac", F.lit(None).cast("double")))
     # one materialisation of every row's outcome: the four results are cheap reads of it
+    t0 = time.perf_counter()
     state = mat(ok.select(*state_cols).unionByName(bad.select(*state_cols)), "state")
+    timings["assemble"] = time.perf_counter() - t0
     kept = state.where(F.col("_kept"))
     removed = state.where(~F.col("_kept") & F.col("_reason").isNull())
     bad = state.where(F.col("_reason").isNotNull())
@@ -171,7 +178,7 @@ def dedup(df: DataFrame, cfg: DedupSection, *, previous: DataFrame | None = None
                       F.concat(F.lit("duplicate_of:"), F.col("_dup")), F.col("_stage"))
     rej_bad = rejects(bad.select(*orig, "_reason"), "dedup", F.col("_reason"))
     side = _side_rows(kept, sigs, pkey)
-    return DedupResult(kept.select(*orig), rej_bad.unionByName(rej_dup), audit, side)
+    return DedupResult(kept.select(*orig), rej_bad.unionByName(rej_dup), audit, side, timings)
 
 
 def _side_rows(kept: DataFrame, sigs: DataFrame | None, pkey: str) -> DataFrame:
@@ -186,7 +193,7 @@ def _side_rows(kept: DataFrame, sigs: DataFrame | None, pkey: str) -> DataFrame:
     return conform(out, SIDE_TABLE)
 
 
-def _near(spark, cfg, params, pkey, reps, sigs, prev, previous_docs, mat) -> DataFrame:
+def _near(spark, cfg, params, pkey, reps, sigs, prev, previous_docs, mat, timings) -> DataFrame:
     """(_e, _r, _est, _jac): new exact representatives removed as near duplicates of _r."""
     new_nodes = (sigs.where(F.col("signature").isNotNull()).join(reps, "id")
                  .select("id", F.xxhash64("id").alias("node"), F.lit(False).alias("old"), "signature", "bands",
@@ -215,10 +222,15 @@ def _near(spark, cfg, params, pkey, reps, sigs, prev, previous_docs, mat) -> Dat
              .join(ends.select(F.col("node").alias("dst"), F.col("signature").alias("sig_b"),
                                F.col("norm").alias("norm_b")), "dst")
              .select(F.col("src").alias("a"), F.col("dst").alias("b"), "sig_a", "sig_b", "norm_a", "norm_b"))
+    t0 = time.perf_counter()
     verified = mat(verify_pairs(pairs, params, exact=cfg.exact_jaccard_check)
                    .where(passes(cfg.threshold, params.num_perm)), "edges")
+    timings["candidates"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
     labels = connected_components(verified.select(F.col("a").alias("src"), F.col("b").alias("dst")), mat,
                                   max_iterations=cfg.max_component_iterations)
+    timings["components"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
     members = labels.join(nodes.select("node", "id", "old", "_rk"), "node")
     best = members.groupBy("component").agg(
         F.min(F.struct(F.when(F.col("old"), 0).otherwise(1).alias("o"), "_rk", "id", "node")).alias("rep"))
@@ -232,4 +244,6 @@ def _near(spark, cfg, params, pkey, reps, sigs, prev, previous_docs, mat) -> Dat
     sims = verify_pairs(sim_pairs.select("a", "b", "sig_a", "sig_b", "norm_a", "norm_b"), params,
                         exact=cfg.exact_jaccard_check)
     out = moved.join(sims, ["a", "b"]).select("_e", "_r", F.col("estimated").alias("_est"), F.col("jaccard").alias("_jac"))
-    return mat(out, "near-map")
+    out = mat(out, "near-map")
+    timings["representatives"] = time.perf_counter() - t0
+    return out

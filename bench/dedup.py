@@ -1,0 +1,221 @@
+"""Benchmark of the dedup stage on local[2]: synthetic ~2 KB documents with a known share
+of near duplicates; docs/s per phase (signatures, candidates, components), growth with
+size, peak memory, and datatrove's MinHash pipeline on the same corpus for comparison.
+
+    .venv/bin/python bench/dedup.py --sizes 100000 --datatrove      # the 100k run + datatrove
+    .venv/bin/python bench/dedup.py --sizes 1000000                  # the 1M run (long)
+
+datatrove runs in its own venv (/root/.cache/shardforge/bench-venvs/datatrove, created
+on first use), in a subprocess, with its defaults (MinhashConfig(): 5-grams, 14 x 8).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+ROOT = Path(__file__).resolve().parent.parent
+DT_VENV = Path("/root/.cache/shardforge/bench-venvs/datatrove")
+
+
+def make_corpus(n: int, out: Path, *, dup_share: float = 0.1, seed: int = 0, jsonl: bool = False) -> dict:
+    """n documents of ~320 words (~2 KB); a `dup_share` of them are copies of an earlier
+    document with 0-2% of words substituted (true Jaccard >= ~0.85). Deterministic."""
+    rng = np.random.default_rng(seed)
+    letters = np.array(list("abcdefghijklmnopqrstuvwxyz"))
+    vocab = np.array(["".join(rng.choice(letters, size=rng.integers(3, 10))) for _ in range(30000)], dtype=object)
+    out.mkdir(parents=True, exist_ok=True)
+    chunk = 50000
+    bases: list[np.ndarray] = []
+    planted = 0
+    jf = open(out.parent / f"{out.name}.jsonl", "w") if jsonl else None
+    for c0 in range(0, n, chunk):
+        ids, texts = [], []
+        for i in range(c0, min(n, c0 + chunk)):
+            if bases and rng.random() < dup_share:
+                words = bases[rng.integers(len(bases))].copy()
+                rate = rng.uniform(0.0, 0.02)
+                hit = rng.random(len(words)) < rate
+                words[hit] = rng.integers(0, len(vocab), size=int(hit.sum()))
+                planted += 1
+            else:
+                words = rng.zipf(1.2, size=rng.integers(280, 360)) % len(vocab)
+                if len(bases) < 20000:
+                    bases.append(words)
+                else:
+                    bases[rng.integers(len(bases))] = words
+            ids.append(f"doc-{i:08d}")
+            texts.append(" ".join(vocab[words]))
+        pq.write_table(pa.table({"id": ids, "text": texts}), out / f"part-{c0 // chunk:05d}.parquet")
+        if jf:
+            for i, t in zip(ids, texts):
+                jf.write(json.dumps({"id": i, "text": t}) + "\n")
+    if jf:
+        jf.close()
+    return {"docs": n, "planted_near_dups": planted}
+
+
+class PeakRss:
+    """Polls the RSS of a process tree (the Spark JVM and its Python workers)."""
+
+    def __init__(self, pid: int):
+        self.pid, self.peak_total, self.peak_root, self._stop = pid, 0, 0, False
+        self.t = threading.Thread(target=self._run, daemon=True)
+        self.t.start()
+
+    def _tree(self):
+        kids = {}
+        for p in os.listdir("/proc"):
+            if p.isdigit():
+                try:
+                    ppid = int(open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[1])
+                    kids.setdefault(ppid, []).append(int(p))
+                except OSError:
+                    pass
+        todo, seen = [self.pid], []
+        while todo:
+            p = todo.pop()
+            seen.append(p)
+            todo += kids.get(p, [])
+        return seen
+
+    @staticmethod
+    def _rss(pid):
+        try:
+            for line in open(f"/proc/{pid}/status"):
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+        except OSError:
+            pass
+        return 0
+
+    def _run(self):
+        while not self._stop:
+            pids = self._tree()
+            self.peak_root = max(self.peak_root, self._rss(self.pid))
+            self.peak_total = max(self.peak_total, sum(self._rss(p) for p in pids))
+            time.sleep(0.5)
+
+    def stop(self):
+        self._stop = True
+        self.t.join()
+
+
+def run_spark(corpus: Path, work: Path, memory: str) -> dict:
+    from pyspark.sql import functions as F
+
+    from shardforge.config import DedupSection, SparkSection
+    from shardforge.dedup import dedup, summary
+    from shardforge.session import get_spark
+
+    spark = get_spark(SparkSection(master="local[2]", shuffle_partitions=8, jars_dir=str(ROOT / ".jars"), properties={
+        "spark.driver.memory": memory, "spark.ui.enabled": "false",
+        "spark.sql.execution.arrow.maxRecordsPerBatch": "2000"}))
+    pid = spark.sparkContext._gateway.proc.pid
+    mon = PeakRss(pid)
+    df = (spark.read.parquet(str(corpus)).withColumn("source", F.lit("bench"))
+          .withColumn("url", F.lit(None).cast("string")).withColumn("kind", F.lit("document")))
+    t0 = time.perf_counter()
+    res = dedup(df, DedupSection(), checkpoint_dir=str(work / "ckpt"))
+    t_eager = time.perf_counter() - t0
+    t1 = time.perf_counter()
+    res.kept.write.mode("overwrite").parquet(str(work / "kept"))
+    res.audit.write.mode("overwrite").parquet(str(work / "audit"))
+    res.rejected.write.mode("overwrite").parquet(str(work / "rejected"))
+    t_write = time.perf_counter() - t1
+    total = time.perf_counter() - t0
+    summ = summary(res.audit)
+    mon.stop()
+    out = {"timings": {k: round(v, 1) for k, v in res.timings.items()}, "dedup_call_s": round(t_eager, 1),
+           "write_s": round(t_write, 1), "total_s": round(total, 1), "summary": summ,
+           "peak_jvm_rss_gb": round(mon.peak_root / 2**30, 2), "peak_tree_rss_gb": round(mon.peak_total / 2**30, 2),
+           "driver_memory": memory}
+    spark.stop()
+    return out
+
+
+DT_SCRIPT = r'''
+import sys, time, json
+from datatrove.executor.local import LocalPipelineExecutor
+from datatrove.pipeline.readers import JsonlReader
+from datatrove.pipeline.writers.jsonl import JsonlWriter
+from datatrove.pipeline.dedup.minhash import (MinhashConfig, MinhashDedupSignature, MinhashDedupBuckets,
+                                              MinhashDedupCluster, MinhashDedupFilter)
+src, work = sys.argv[1], sys.argv[2]
+cfg = MinhashConfig()
+t = {}
+def reader():
+    return JsonlReader(src.rsplit("/", 1)[0], glob_pattern=src.rsplit("/", 1)[1], id_key="id")
+t0 = time.perf_counter()
+LocalPipelineExecutor([reader(), MinhashDedupSignature(output_folder=f"{work}/sigs", config=cfg)],
+                      tasks=2, workers=2, logging_dir=f"{work}/logs/1").run()
+t["signatures"] = time.perf_counter() - t0; t0 = time.perf_counter()
+LocalPipelineExecutor([MinhashDedupBuckets(input_folder=f"{work}/sigs", output_folder=f"{work}/buckets", config=cfg)],
+                      tasks=cfg.num_buckets, workers=2, logging_dir=f"{work}/logs/2").run()
+t["buckets"] = time.perf_counter() - t0; t0 = time.perf_counter()
+LocalPipelineExecutor([MinhashDedupCluster(input_folder=f"{work}/buckets", output_folder=f"{work}/remove", config=cfg)],
+                      tasks=1, logging_dir=f"{work}/logs/3").run()
+t["cluster"] = time.perf_counter() - t0; t0 = time.perf_counter()
+LocalPipelineExecutor([reader(), MinhashDedupFilter(input_folder=f"{work}/remove",
+                       exclusion_writer=JsonlWriter(f"{work}/removed")), JsonlWriter(f"{work}/out")],
+                      tasks=2, workers=2, logging_dir=f"{work}/logs/4").run()
+t["filter"] = time.perf_counter() - t0
+import glob, gzip
+removed = sum(1 for f in glob.glob(f"{work}/removed/*") for _ in gzip.open(f, "rt"))
+print(json.dumps({"timings": {k: round(v, 1) for k, v in t.items()}, "total_s": round(sum(t.values()), 1), "removed": removed}))
+'''
+
+
+def run_datatrove(jsonl: Path, work: Path) -> dict:
+    py = DT_VENV / "bin" / "python"
+    if not py.exists():
+        subprocess.run([sys.executable.replace(sys.executable, "python3"), "-m", "venv", str(DT_VENV)], check=True)
+        subprocess.run([str(DT_VENV / "bin" / "pip"), "install", "-q", "datatrove"], check=True)
+    version = subprocess.run([str(py), "-c", "import datatrove, importlib.metadata as m; print(m.version('datatrove'))"],
+                             capture_output=True, text=True).stdout.strip()
+    p = subprocess.run([str(py), "-c", DT_SCRIPT, str(jsonl), str(work)], capture_output=True, text=True)
+    if p.returncode != 0:
+        return {"error": p.stderr[-2000:], "version": version}
+    out = json.loads(p.stdout.strip().splitlines()[-1])
+    out["version"] = version
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[100000])
+    ap.add_argument("--datatrove", action="store_true", help="also run datatrove on the smallest size")
+    ap.add_argument("--work", default="/tmp/shardforge-bench-dedup")
+    ap.add_argument("--memory", default="3g", help="spark.driver.memory (local mode: driver = executor)")
+    ap.add_argument("--json", default=str(ROOT / "bench" / "results" / "dedup.json"))
+    args = ap.parse_args(argv)
+    work = Path(args.work)
+    results = json.loads(Path(args.json).read_text()) if Path(args.json).exists() else {}
+    for i, n in enumerate(args.sizes):
+        corpus = work / f"corpus-{n}"
+        want_dt = args.datatrove and i == 0
+        t0 = time.perf_counter()
+        meta = make_corpus(n, corpus, jsonl=want_dt)
+        print(f"[{n}] corpus in {time.perf_counter() - t0:.0f}s: {meta}", flush=True)
+        r = {"corpus": meta}
+        r["shardforge"] = run_spark(corpus, work / f"run-{n}", args.memory)
+        print(f"[{n}] shardforge: {json.dumps(r['shardforge'])}", flush=True)
+        if want_dt:
+            r["datatrove"] = run_datatrove(work / f"corpus-{n}.jsonl", work / f"dt-{n}")
+            print(f"[{n}] datatrove: {json.dumps(r['datatrove'])}", flush=True)
+        results[str(n)] = r
+        Path(args.json).write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
