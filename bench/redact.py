@@ -86,23 +86,27 @@ def accuracy() -> str:
 def throughput(redactor, size: int) -> tuple[str, dict]:
     docs = corpus.documents(size)
     size_mb = mb(docs)
-    k = time_kernel(redactor, docs, repeats=2)
     py = ensure_scrubadub()
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False, encoding="utf-8") as f:
         for d in docs:
             f.write(json.dumps(d) + "\n")
         path = f.name
+    cmd = [str(py), "-c", SCRUBADUB_RUN, path]
+    if hasattr(os, "sched_getaffinity"):
+        cmd = ["taskset", "-c", str(sorted(os.sched_getaffinity(0))[0])] + cmd
+    k, sc = float("inf"), None
     try:
-        cmd = [str(py), "-c", SCRUBADUB_RUN, path]
-        if hasattr(os, "sched_getaffinity"):
-            cmd = ["taskset", "-c", str(sorted(os.sched_getaffinity(0))[0])] + cmd
-        res = subprocess.run(cmd, capture_output=True, text=True, check=True)
-        sc = json.loads(res.stdout.strip().splitlines()[-1])
+        for _ in range(2):         # interleaved, best of two each: the machine is shared
+            k = min(k, time_kernel(redactor, docs))
+            res = subprocess.run(cmd, capture_output=True, text=True, check=True)
+            run = json.loads(res.stdout.strip().splitlines()[-1])
+            if sc is None or run["seconds"] < sc["seconds"]:
+                sc = run
     finally:
         os.unlink(path)
     ours, theirs = size_mb / k, size_mb / sc["seconds"]
     md = (f"Same {len(docs)} documents ({size_mb:.1f} MB of prose, code and log lines, one labeled snippet "
-          f"per ~2 KB), one core, one document at a time:\n\n"
+          f"per ~2 KB), one core, one document at a time, best of two interleaved runs each:\n\n"
           f"| engine | seconds | MB/s | vs scrubadub |\n|---|---:|---:|---:|\n"
           f"| shardforge.pii (7 kinds) | {k:.2f} | {ours:.2f} | {ours / theirs:.1f}x |\n"
           f"| scrubadub {sc['version']} ({', '.join(sc['detectors'])}) | {sc['seconds']:.2f} | {theirs:.2f} | 1.0x |\n")

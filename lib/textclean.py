@@ -196,5 +196,5 @@ def from_pylist(values: list[str | None], type_: pa.DataType = pa.string()) -> p
     try:
         return pa.array(values, type=type_)
     except (UnicodeEncodeError, pa.ArrowInvalid):
-        fixed = [None if v is None else v.encode("utf-8", "replace").decode("utf-8") for v in values]
+        fixed = [None if v is None else _SURROGATES.sub("\ufffd", v) for v in values]
         return pa.array(fixed, type=type_)
