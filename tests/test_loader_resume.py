@@ -49,7 +49,7 @@ def reference(build, kw):
     return REFS[key]
 
 
-SETTINGS = settings(max_examples=12, deadline=None, derandomize=True,
+SETTINGS = settings(max_examples=20, deadline=None, derandomize=True,
                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 
 
