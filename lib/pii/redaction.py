@@ -90,28 +90,32 @@ class Redactor:
         return spans
 
     def _glued(self, text: str, spans: list[Span]) -> list[Span]:
+        """Spans that start right after (or end right before) a span, directly or
+        past one separator character: boundary rules read up to two characters
+        outside a value, so those neighbours change once the span is replaced."""
         n = len(text)
         extra: list[Span] = []
         for sp in spans:
             e = sp.end
             while e < n and not _right_isolated(text, e):          # followers, left to right
                 window = text[e:e + GLUE_WINDOW]
-                nxt = [x for x in self._raw_detect(window) if x.start == 0 and x.end < len(window) - 2
-                       or x.start == 0 and e + len(window) == n]
+                nxt = [x for x in self._raw_detect(window)
+                       if x.start <= 1 and (x.end < len(window) - 2 or e + len(window) == n)]
                 if not nxt:
                     break
                 x = nxt[0]
-                extra.append(Span(e, e + x.end, x.kind))
+                extra.append(Span(e + x.start, e + x.end, x.kind))
                 e += x.end
             b = sp.start
             while b > 0 and not _left_isolated(text, b):            # leaders, right to left
                 lo = max(0, b - GLUE_WINDOW)
                 window = text[lo:b]
-                prev = [x for x in self._raw_detect(window) if x.end == len(window) and (x.start > 2 or lo == 0)]
+                prev = [x for x in self._raw_detect(window)
+                        if x.end >= len(window) - 1 and (x.start > 2 or lo == 0)]
                 if not prev:
                     break
                 x = prev[-1]
-                extra.append(Span(lo + x.start, b, x.kind))
+                extra.append(Span(lo + x.start, lo + x.end, x.kind))
                 b = lo + x.start
         return resolve(spans + extra) if extra else spans
 
@@ -152,24 +156,33 @@ class Redactor:
 # Characters that belong to no PII token and that no detector's boundary rule reads
 # beyond one position: a neighbour behind them sees the same thing whether the
 # value next to them is the original or its placeholder.
-_NEUTRAL_LEFT = frozenset("=([{\"'`<|,;")
+_NEUTRAL_LEFT = frozenset("=([{\"'`<|;")
+_SOFT_LEFT = frozenset(",:")        # read by end rules ("4111...1111,9", "host:path"): neutral after a space
 _NEUTRAL_RIGHT = frozenset(",;\"'`)]}>|!?&")
 _CLOSE = frozenset(".:")            # neutral on the right only when whitespace follows
-_V6_CHARS = frozenset("0123456789abcdefABCDEF:.")
 
 
 def _left_isolated(text: str, start: int) -> bool:
     if start == 0 or text[start - 1].isspace() or text[start - 1] in _NEUTRAL_LEFT:
         return True
-    # "mailto:x@y.io": a colon is neutral unless it could continue an IPv6 address
-    return text[start - 1] == ":" and (start == 1 or text[start - 2] not in _V6_CHARS)
+    before = text[start - 1]
+    if before in _SOFT_LEFT:  # a value ending just before it reads it and our first character
+        return start == 1 or text[start - 2].isspace() or text[start - 2] in _NEUTRAL_LEFT
+    return before == "/" and start > 1 and text[start - 2] == "/"     # "http://8.8.8.8": no token ends in '/'
 
 
 def _right_isolated(text: str, end: int) -> bool:
     n = len(text)
     if end == n or text[end].isspace() or text[end] in _NEUTRAL_RIGHT:
         return True
-    return text[end] in _CLOSE and (end + 1 == n or text[end + 1].isspace())
+    after = text[end]
+    if after in _CLOSE and (end + 1 == n or text[end + 1].isspace()):
+        return True
+    if after == "@":         # "user:<pw>@host": a placeholder leaves no local part, so nothing new
+        return True
+    if after == ":":         # "8.8.8.8:443": no second colon close enough to start an IPv6 address
+        return ":" not in text[end + 1:end + 7]
+    return after == "/" and (end + 1 == n or not text[end + 1].isdigit())   # "8.8.8.8/health"
 
 
 _CONTEXT_WORDS = ip._VERSION_WORDS + ("ssn", "social")
