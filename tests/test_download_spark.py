@@ -118,6 +118,7 @@ def test_results_are_not_refetched_by_later_actions(full_run, http_server):
     assert len(http_server.hits()) == len(hits)      # the fetch job ran once
 
 
+@pytest.mark.slow
 def test_per_host_cap_holds_at_the_server(spark, http_server):
     """Two hosts, 24 slow URLs each, cap 2, 8 threads per task on local[2]."""
     http_server.reset_log()

@@ -116,7 +116,7 @@ def download(urls_df: DataFrame, cfg, *, previous: Optional[DataFrame] = None,
 
     Promises: `results` has exactly one row per input row (a URL listed twice is
     fetched once; later copies get status `duplicate_url`); fetching happens once,
-    in this call, whatever is done with the returned frames; with `previous`, URLs
+    in this call, whatever is done with the returned frames (they read a checkpoint); with `previous`, URLs
     whose previous row is reusable are not fetched again and their row is carried
     over (input columns from `urls_df`). Output content is deterministic for the same
     server responses and config; only `fetched_at` and `fetch_seconds` vary.
@@ -151,9 +151,12 @@ def download(urls_df: DataFrame, cfg, *, previous: Optional[DataFrame] = None,
     def task(batches):
         yield from run_partition(batches, cfg, rate_share=rate_share, spool_dir=spool_dir, run_id=rid)
 
-    results = _materialize(part.select(*INPUT_COLS).mapInArrow(task, RESULT))
+    results = part.select(*INPUT_COLS).mapInArrow(task, RESULT)
     if reused is not None:
         results = results.unionByName(_conform(reused))
+    # One job fetches; everything after reads this checkpoint (not the network, not `previous`,
+    # so clearing the spool afterwards is safe).
+    results = _materialize(results)
     return DownloadResult(results, kept_documents(results), rejected_rows(results))
 
 
