@@ -52,14 +52,24 @@ def arrow_schema(df: DataFrame) -> pa.Schema:
     return pa.schema([pa.field(f.name, f.type, nullable=True) for f in schema])
 
 
-def count_shards(df: DataFrame, cfg: ShardsSection) -> tuple[int, int]:
-    """(num_shards, total rows): num_shards as set, or derived from target rows or bytes
-    (bytes estimated from the string and binary columns' lengths)."""
+def size_input(df: DataFrame, cfg: ShardsSection) -> tuple[int, int]:
+    """(num_shards, total rows) in one pass, which also checks the key: a missing,
+    map-typed or null key is a ShardBuildError. num_shards is as set, or derived from
+    target rows or bytes (bytes estimated from the string and binary columns' lengths)."""
+    key = cfg.key
+    if key not in df.columns:
+        raise ShardBuildError(f"shards.key: column {key!r} is not in the input (columns: {df.columns})")
+    if isinstance(df.schema[key].dataType, MapType):
+        raise ShardBuildError(f"shards.key: column {key!r} is a map; keys must be strings or integers")
     sizes = [F.coalesce(F.octet_length(F.col(f"`{f.name}`")), F.lit(0))
              for f in df.schema.fields if f.dataType.typeName() in _SIZE_TYPES]
     est = sum(sizes[1:], sizes[0]) if sizes else F.lit(0)
-    row = df.agg(F.count(F.lit(1)).alias("n"), F.sum(est).alias("b")).first()
+    row = df.agg(F.count(F.lit(1)).alias("n"), F.count(F.col(f"`{key}`")).alias("k"),
+                 F.sum(est).alias("b")).first()
     n, b = int(row["n"]), int(row["b"] or 0)
+    if n != row["k"]:
+        raise ShardBuildError(f"shards.key: column {key!r} has {n - row['k']} null value(s); every row "
+                              f"needs a key (ingest derives ids for documents without one)")
     if cfg.num_shards:
         return cfg.num_shards, n
     if cfg.target_rows:
@@ -67,17 +77,6 @@ def count_shards(df: DataFrame, cfg: ShardsSection) -> tuple[int, int]:
     if cfg.target_bytes:
         return max(1, math.ceil(b / cfg.target_bytes)), n
     raise ShardBuildError("shards: set num_shards, target_rows or target_bytes")
-
-
-def check_key(df: DataFrame, key: str) -> None:
-    if key not in df.columns:
-        raise ShardBuildError(f"shards.key: column {key!r} is not in the input (columns: {df.columns})")
-    if isinstance(df.schema[key].dataType, MapType):
-        raise ShardBuildError(f"shards.key: column {key!r} is a map; keys must be strings or integers")
-    nulls = df.filter(F.col(f"`{key}`").isNull()).count()
-    if nulls:
-        raise ShardBuildError(f"shards.key: column {key!r} has {nulls} null value(s); every row "
-                              f"needs a key (ingest derives ids for documents without one)")
 
 
 def _writer(staging: str, num_shards: int, key: str, schema: pa.Schema, settings: WriterSettings,
@@ -111,8 +110,7 @@ def build_shards(df: DataFrame, output: str, cfg: ShardsSection, *, source: dict
             raise ShardBuildError(f"shards.columns: {missing} not in the input (columns: {df.columns})")
         cols = list(dict.fromkeys([cfg.key, *cfg.columns]))
         df = df.select(*[F.col(f"`{c}`") for c in cols])
-    check_key(df, cfg.key)
-    num_shards, total = count_shards(df, cfg)
+    num_shards, total = size_input(df, cfg)
     schema = arrow_schema(df)
     settings = settings_of(cfg)
     staging = new_staging_dir(output)
