@@ -73,6 +73,27 @@ def rss() -> dict:
     return {"rss_mb": round(own, 1), "worker_rss_mb": round(kids, 1)}
 
 
+def _ready_batches():
+    import torch
+    from torch.utils.data import IterableDataset, get_worker_info
+
+    class ReadyBatches(IterableDataset):
+        """The DataLoader's own floor: batches of the benchmark's shapes, made without reading."""
+
+        def __init__(self, rows: int, batch: int):
+            self.rows, self.batch = rows, batch
+
+        def __iter__(self):
+            info = get_worker_info()
+            k, w = (info.num_workers, info.id) if info else (1, 0)
+            for j in range(w, -(-self.rows // self.batch), k):
+                n = min(self.batch, self.rows - j * self.batch)
+                yield {"id": torch.arange(n), "tokens": torch.zeros(n, SEQ, dtype=torch.int32),
+                       "text": ["document number 12345 of the benchmark corpus"] * n}
+
+    return ReadyBatches
+
+
 def child(args) -> dict:
     import pyarrow.parquet as pq
     from torch.utils.data import DataLoader
@@ -82,13 +103,14 @@ def child(args) -> dict:
     from shardforge.manifest import read_manifest
 
     m = read_manifest(args.build)
+    ReadyBatches = _ready_batches()
     n = 0
     kind = args.child
     if kind in ("arrow_batch", "arrow_pylist"):
         files = [m.path_of(s) for s in m.shards]
         t0, c0 = time.perf_counter(), cpu()
         for f in files:
-            for b in pq.ParquetFile(f).iter_batches(batch_size=BATCH, columns=COLUMNS):
+            for b in pq.ParquetFile(f).iter_batches(batch_size=args.batch, columns=COLUMNS):
                 if kind == "arrow_batch":
                     import pyarrow as pa
 
@@ -100,7 +122,7 @@ def child(args) -> dict:
     elif kind in ("sharded_batch", "sharded_sample"):
         batched = kind == "sharded_batch"
         ds = ShardedDataset(args.build, rank=0, world_size=1, seed=1, shuffle=args.window > 0,
-                            window=max(1, args.window), columns=COLUMNS, batch_size=BATCH, batched=batched)
+                            window=max(1, args.window), columns=COLUMNS, batch_size=args.batch, batched=batched)
         t0, c0 = time.perf_counter(), cpu()
         if batched:
             fn = no_collate if args.collate == "none" else None
@@ -110,8 +132,14 @@ def child(args) -> dict:
             for _s in ds:
                 n += 1
         else:
-            for b in DataLoader(ds, batch_size=BATCH, num_workers=args.workers, collate_fn=collate):
+            for b in DataLoader(ds, batch_size=args.batch, num_workers=args.workers, collate_fn=collate):
                 n += len(b["id"])
+        dt, dc = time.perf_counter() - t0, cpu() - c0
+    elif kind == "floor":
+        ds = ReadyBatches(m.total_rows, args.batch)
+        t0, c0 = time.perf_counter(), cpu()
+        for b in DataLoader(ds, batch_size=None, num_workers=args.workers, collate_fn=no_collate):
+            n += len(b["id"])
         dt, dc = time.perf_counter() - t0, cpu() - c0
     elif kind == "resume":
         kw = dict(rank=0, world_size=1, seed=1, window=32, columns=COLUMNS, batch_size=BATCH, batched=True)
@@ -279,6 +307,7 @@ def main() -> None:
     ap.add_argument("--window", type=int, default=32)
     ap.add_argument("--frac", type=float, default=0.0)
     ap.add_argument("--collate", default="none", choices=["none", "default"])
+    ap.add_argument("--batch", type=int, default=BATCH)
     ap.add_argument("--skip-external", action="store_true")
     ap.add_argument("--report-only", action="store_true", help="rewrite the markdown from the last results")
     args = ap.parse_args()
@@ -308,6 +337,11 @@ def main() -> None:
     R["sharded_batch_2"] = run_child(small, "sharded_batch", repeat=2, workers=2)
     R["sharded_batch_noshuf"] = run_child(small, "sharded_batch", repeat=2, workers=0, window=0)
     R["sharded_batch_defcollate"] = run_child(small, "sharded_batch", repeat=2, workers=0, collate="default")
+    R["floor_2"] = run_child(small, "floor", repeat=2, workers=2)
+    R["arrow_batch_512"] = run_child(small, "arrow_batch", repeat=2, batch=512)
+    R["sharded_batch_0_512"] = run_child(small, "sharded_batch", repeat=2, workers=0, batch=512)
+    R["sharded_batch_2_512"] = run_child(small, "sharded_batch", repeat=2, workers=2, batch=512)
+    R["floor_2_512"] = run_child(small, "floor", repeat=2, workers=2, batch=512)
     R["arrow_pylist"] = run_child(small, "arrow_pylist", repeat=2)
     R["sharded_sample_0"] = run_child(small, "sharded_sample", repeat=2, workers=0)
     R["sharded_sample_2"] = run_child(small, "sharded_sample", repeat=2, workers=2)
@@ -385,6 +419,17 @@ def report(R: dict, args) -> str:
             if other in R:
                 out.append(f"- {mine} / {other}: **{ratio(mine, other)}** wall, "
                            f"**{ratio(mine, other, 'cpu_rate')}** per CPU-second")
+    out += ["", "### With DataLoader workers (batch mode, window shuffle)", "",
+            "The floor is a dataset that yields ready-made batches of the same shapes without reading "
+            "anything: what torch's DataLoader itself costs to move batches from 2 workers.", "",
+            "| batch | pyarrow limit (1 process) | DataLoader floor, 2 workers | ShardedDataset, 0 workers "
+            "| ShardedDataset, 2 workers | 2 workers / floor |", "|---:|---:|---:|---:|---:|---:|"]
+    for b, sfx in ((BATCH, ""), (512, "_512")):
+        keys = (f"arrow_batch{sfx}", f"floor_2{sfx}", f"sharded_batch_0{sfx}", f"sharded_batch_2{sfx}")
+        if all(k in R for k in keys):
+            cells = " | ".join(f"{rate(k):,.0f}/s ({R[k]['cpu_rate']:,.0f}/CPU-s)" for k in keys)
+            out.append(f"| {b} | {cells} | {ratio(keys[3], keys[1])} wall, "
+                       f"{ratio(keys[3], keys[1], 'cpu_rate')} CPU |")
     out += ["", "### Peak RSS from 1x to 10x data (num_workers=0, batch mode, window 32)", "",
             "| data | rows | pyarrow limit RSS MB | ShardedDataset RSS MB | ShardedDataset samples/s |",
             "|---|---:|---:|---:|---:|",
