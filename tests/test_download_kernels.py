@@ -283,3 +283,26 @@ def test_bad_settings_are_named():
                      ("allowed_networks", ("10.0.0.0/33",))):
         with pytest.raises(ValueError, match=key):
             check_config(DownloadSection(**{**CFG.__dict__, key: bad}))
+
+
+def test_busy_host_does_not_hold_up_other_hosts():
+    """run_partition (the task body, no Spark): 24 URLs of host A then 8 of host B, cap 1
+    per host: B's URLs run beside A's instead of queueing behind them."""
+    import pyarrow as pa
+
+    from shardforge.download.worker import ARROW, run_partition
+
+    with TestServer(hold_seconds=0.05) as srv:
+        urls = [srv.url(f"/hold/a{i}.jpg") for i in range(24)] + \
+               [srv.url(f"/hold/b{i}.jpg", "localhost") for i in range(8)]
+        batch = pa.RecordBatch.from_pylist([{"url": u, "expect": "image"} for u in urls],
+                                           schema=pa.schema([("url", pa.string()), ("expect", pa.string())]))
+        cfg = DownloadSection(**{**CFG.__dict__, "per_host_connections": 1, "threads_per_task": 4,
+                                 "respect_robots": False})
+        out = pa.Table.from_batches(list(run_partition(iter([batch]), cfg)), schema=ARROW)
+        assert out.num_rows == 32 and set(out.column("status").to_pylist()) == {"ok"}
+        a_host, b_host = f"127.0.0.1:{srv.port}", f"localhost:{srv.port}"
+        a = [h for h in srv.hits() if h.host == a_host]
+        b = [h for h in srv.hits() if h.host == b_host]
+        assert srv.stats.max_active[a_host] == 1 and srv.stats.max_active[b_host] == 1
+        assert max(h.end for h in b) < max(h.end for h in a) - 0.4   # B finished well before A

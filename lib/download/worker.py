@@ -2,8 +2,9 @@
 pool and turn each response into one result row (page text or processed image).
 
 `run_partition` is the mapInArrow body. It admits a URL to the pool only while its
-host is under `per_host_connections`, keeps at most a few times `threads_per_task`
-rows buffered, and, when a spool directory is given, appends every finished row to
+host is under `per_host_connections` (rows of a busy host are parked, up to a
+bound, so other hosts are not held up behind it), keeps at most 2 x `threads_per_task`
+fetches in flight, and, when a spool directory is given, appends every finished row to
 an Arrow stream file there (flushed at once) so a killed job loses only the URLs
 that were in flight.
 """
@@ -176,19 +177,19 @@ def run_partition(batches: Iterator[pa.RecordBatch], cfg, *, rate_share: float =
     fetcher = Fetcher(cfg, rate_share=rate_share)
     threads = max(1, cfg.threads_per_task)
     cap = cfg.per_host_connections
-    buffer_limit = threads * 4
+    wait_limit = max(1024, threads * 64)   # rows parked behind a busy host (small: url + meta)
     waiting: dict[str, collections.deque] = collections.defaultdict(collections.deque)
     active: collections.Counter = collections.Counter()
     futures: dict = {}
     done_rows: list[dict] = []
-    buffered = 0
+    parked = 0
 
     def admit(row: dict, host: str) -> None:
         active[host] += 1
         futures[pool.submit(handle, fetcher, cfg, row)] = host
 
     def settle(block: bool) -> None:
-        nonlocal buffered
+        nonlocal parked
         if not futures:
             return
         done, _ = wait(list(futures), timeout=None if block else 0, return_when=FIRST_COMPLETED)
@@ -199,7 +200,7 @@ def run_partition(batches: Iterator[pa.RecordBatch], cfg, *, rate_share: float =
             active[host] -= 1
             if waiting[host]:
                 admit(waiting[host].popleft(), host)
-        buffered -= len(finished)
+                parked -= 1
         if spool is not None and finished:
             spool.write(to_batch(finished))
         done_rows.extend(finished)
@@ -219,12 +220,12 @@ def run_partition(batches: Iterator[pa.RecordBatch], cfg, *, rate_share: float =
                     done_rows.append({**earlier.pop(url), **{k: row.get(k) for k in INPUT}})
                     continue
                 host = host_key(url or "")
-                buffered += 1
                 if cap > 0 and active[host] >= cap:
-                    waiting[host].append(row)
+                    waiting[host].append(row)       # other hosts go on meanwhile
+                    parked += 1
                 else:
                     admit(row, host)
-                while buffered >= buffer_limit or len(futures) >= threads * 2:
+                while parked >= wait_limit or len(futures) >= threads * 2:
                     settle(block=True)
                 settle(block=False)
                 if len(done_rows) >= out_rows:
