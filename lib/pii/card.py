@@ -49,6 +49,14 @@ def brand_ok(digits: str) -> bool:
     return False
 
 
+def _valid(text: str, s: int, e: int, include_reserved: bool) -> bool:
+    digits = text[s:e].replace(" ", "").replace("-", "")
+    n = len(text)
+    if e < n and (text[e].isalnum() or text[e] == "_" or (text[e] in ".-," and e + 1 < n and text[e + 1].isdigit())):
+        return False
+    return brand_ok(digits) and luhn_ok(digits)
+
+
 def find(text: str, include_reserved: bool = False, starts: list[int] | None = None) -> list[Span]:
     """CREDIT_CARD spans; validated by grouping, issuer prefix and Luhn. `starts`:
     the shared `number_starts(text)`, computed here when not given."""
@@ -62,6 +70,8 @@ def find(text: str, include_reserved: bool = False, starts: list[int] | None = N
         if m is None:
             continue
         e = m.end()
+        if m.group(1) and e - s == 23 and not _valid(text, s, e, include_reserved):
+            e -= 4                                  # 4-4-4-4-3 failed: the 3 may start the next number
         while e > s and not text[e - 1].isdigit():
             e -= 1
         if e < n and (text[e].isalnum() or text[e] == "_" or (text[e] in ".-," and e + 1 < n and text[e + 1].isdigit())):

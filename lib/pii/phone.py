@@ -91,6 +91,11 @@ def find(text: str, include_reserved: bool = False, starts: list[int] | None = N
             continue
         if cand[0] == "+" or cand.startswith("00"):
             ok = _intl_ok(cand)
+            while not ok and " " in cand.rstrip():
+                # "+44 20 7946 0958 4539 ...": the groups ran on into the next number
+                cand = cand[:cand.rstrip().rindex(" ")].rstrip(" .-(")
+                e = s + len(cand)
+                ok = cand.count("(") == cand.count(")") and _intl_ok(cand)
         else:
             mm = _NANP.match(cand)
             ok = bool(mm) and _nanp_ok(mm.group(1) or mm.group(2), mm.group(4), mm.group(5)) and (

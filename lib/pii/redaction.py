@@ -163,8 +163,11 @@ _CLOSE = frozenset(".:")            # neutral on the right only when whitespace 
 
 
 def _left_isolated(text: str, start: int) -> bool:
-    if start == 0 or text[start - 1].isspace() or text[start - 1] in _NEUTRAL_LEFT:
+    if start == 0 or text[start - 1] in _NEUTRAL_LEFT:
         return True
+    if text[start - 1].isspace():
+        # number grammars (phone groups, card groups) run on across one space
+        return start == 1 or not (text[start - 2].isdigit() or text[start - 2] == ")")
     before = text[start - 1]
     if before in _SOFT_LEFT:  # a value ending just before it reads it and our first character
         return start == 1 or text[start - 2].isspace() or text[start - 2] in _NEUTRAL_LEFT
