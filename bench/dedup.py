@@ -197,6 +197,9 @@ def main(argv=None) -> int:
     ap.add_argument("--work", default="/tmp/shardforge-bench-dedup")
     ap.add_argument("--memory", default="3g", help="spark.driver.memory (local mode: driver = executor)")
     ap.add_argument("--json", default=str(ROOT / "bench" / "results" / "dedup.json"))
+    ap.add_argument("--datatrove-docs", type=int, default=0,
+                    help="run datatrove on the first N documents of the corpus only (0 = all)")
+    ap.add_argument("--no-spark", action="store_true", help="skip the shardforge run (datatrove only)")
     args = ap.parse_args(argv)
     work = Path(args.work)
     results = json.loads(Path(args.json).read_text()) if Path(args.json).exists() else {}
@@ -204,13 +207,26 @@ def main(argv=None) -> int:
         corpus = work / f"corpus-{n}"
         want_dt = args.datatrove and i == 0
         t0 = time.perf_counter()
-        meta = make_corpus(n, corpus, jsonl=want_dt)
-        print(f"[{n}] corpus in {time.perf_counter() - t0:.0f}s: {meta}", flush=True)
-        r = {"corpus": meta}
-        r["shardforge"] = run_spark(corpus, work / f"run-{n}", args.memory)
-        print(f"[{n}] shardforge: {json.dumps(r['shardforge'])}", flush=True)
+        if not (corpus.exists() and (not want_dt or (work / f"corpus-{n}.jsonl").exists())):
+            meta = make_corpus(n, corpus, jsonl=want_dt)
+            print(f"[{n}] corpus in {time.perf_counter() - t0:.0f}s: {meta}", flush=True)
+            results.setdefault(str(n), {})["corpus"] = meta
+        r = results.get(str(n), {})
+        if not args.no_spark:
+            r["shardforge"] = run_spark(corpus, work / f"run-{n}", args.memory)
+            print(f"[{n}] shardforge: {json.dumps(r['shardforge'])}", flush=True)
+            results[str(n)] = r
+            Path(args.json).write_text(json.dumps(results, indent=2))
         if want_dt:
-            r["datatrove"] = run_datatrove(work / f"corpus-{n}.jsonl", work / f"dt-{n}")
+            src = work / f"corpus-{n}.jsonl"
+            if args.datatrove_docs:
+                sub = work / f"corpus-{n}-first{args.datatrove_docs}.jsonl"
+                with open(src) as fi, open(sub, "w") as fo:
+                    for _, line in zip(range(args.datatrove_docs), fi):
+                        fo.write(line)
+                src = sub
+            r["datatrove"] = run_datatrove(src, work / f"dt-{n}-{args.datatrove_docs or n}")
+            r["datatrove"]["docs"] = args.datatrove_docs or n
             print(f"[{n}] datatrove: {json.dumps(r['datatrove'])}", flush=True)
         results[str(n)] = r
         Path(args.json).write_text(json.dumps(results, indent=2))

@@ -141,6 +141,12 @@ class DedupSection:
     max_component_iterations: int = 64
     checkpoint_dir: str = ""     # default: <output>/_checkpoints
 
+    def __post_init__(self):
+        if (self.bands == 0) != (self.rows == 0):
+            raise ConfigError("dedup.bands / dedup.rows: set both (or neither, to derive them from dedup.threshold)")
+        if self.bands * self.rows > self.num_perm:
+            raise ConfigError(f"dedup.bands x dedup.rows = {self.bands * self.rows} exceeds dedup.num_perm = {self.num_perm}")
+
 
 @dataclass(frozen=True)
 class ShardsSection:

@@ -148,10 +148,7 @@ def shingle_hashes(texts: pa.Array, shingle_size: int) -> tuple[np.ndarray, np.n
     than the shingle size have none (the stage keeps them out of near-dedup). Also
     returns token counts via `token_counts`.
     """
-    texts = pc.fill_null(texts, "")
-    tokens = pc.utf8_split_whitespace(texts)
-    ntok = pc.list_value_length(tokens).to_numpy(zero_copy_only=False).astype(np.int64)
-    flat = pc.list_flatten(tokens)
+    flat, ntok = _tokens(texts)
     th = hash_strings(flat)
     k = shingle_size
     counts = np.maximum(ntok - k + 1, 0)
@@ -170,10 +167,21 @@ def shingle_hashes(texts: pa.Array, shingle_size: int) -> tuple[np.ndarray, np.n
     return splitmix64(acc), sh_doc_start, counts
 
 
+def _tokens(texts: pa.Array) -> tuple[pa.Array, np.ndarray]:
+    """(non-empty whitespace-separated tokens of all texts, flat; token count per text)."""
+    lists = pc.utf8_split_whitespace(pc.fill_null(texts, ""))
+    per = pc.list_value_length(lists).to_numpy(zero_copy_only=False).astype(np.int64)
+    flat = pc.list_flatten(lists)
+    nonempty = pc.greater(pc.binary_length(flat), 0).to_numpy(zero_copy_only=False)
+    if nonempty.all():
+        return flat, per
+    doc = np.repeat(np.arange(len(per)), per)
+    return flat.filter(pa.array(nonempty)), np.bincount(doc[nonempty], minlength=len(per)).astype(np.int64)
+
+
 def token_counts(texts: pa.Array) -> np.ndarray:
     """Number of whitespace-separated tokens per text (nulls count as empty)."""
-    return pc.list_value_length(pc.utf8_split_whitespace(pc.fill_null(texts, ""))).to_numpy(
-        zero_copy_only=False).astype(np.int64)
+    return _tokens(texts)[1]
 
 
 def signatures(texts: pa.Array, params: MinHashParams) -> tuple[np.ndarray, np.ndarray]:

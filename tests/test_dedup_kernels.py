@@ -1,0 +1,88 @@
+"""The dedup kernels without Spark: hashing, MinHash estimates, bands x rows, normalisation."""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from shardforge.dedup import minhash as mh
+from shardforge.dedup.normalize import normalize
+
+
+def test_hash_strings_is_stable_and_spreads():
+    a = mh.hash_strings(pa.array(["alpha", "beta", "alpha", "", "é"]))
+    assert a[0] == a[2] and len(set(a.tolist())) == 4
+    # fixed values: the same text gives the same hash in every process and run
+    assert mh.hash_strings(pa.array(["alpha"]))[0] == mh.hash_strings(pa.array(["x", "alpha"]).slice(1))[0]
+    words = pa.array([f"w{i}" for i in range(20000)])
+    assert len(np.unique(mh.hash_strings(words))) == 20000
+
+
+def test_signature_estimate_is_unbiased_against_exact_jaccard():
+    rng = random.Random(1)
+    p = mh.MinHashParams(bands=14, rows=9)
+    vocab = [f"v{i}" for i in range(3000)]
+    a, b = [], []
+    for _ in range(200):
+        doc = [rng.choice(vocab) for _ in range(200)]
+        rate = rng.choice([0.0, 0.01, 0.03, 0.06])
+        a.append(" ".join(doc))
+        b.append(" ".join(t if rng.random() > rate else rng.choice(vocab) for t in doc))
+    sa, ha = mh.signatures(pa.array(a), p)
+    sb, hb = mh.signatures(pa.array(b), p)
+    assert ha.all() and hb.all()
+    est = mh.estimated_jaccard(sa, sb)
+    ex = mh.exact_jaccard(pa.array(a), pa.array(b), 5)
+    assert abs(float(np.mean(est - ex))) < 0.01
+    assert float(np.sqrt(np.mean((est - ex) ** 2))) < 0.05       # ~ sqrt(J(1-J)/128)
+
+
+def test_short_documents_have_no_signature():
+    p = mh.MinHashParams()
+    sig, has = mh.signatures(pa.array(["one two three four", "a b c d e", "", None]), p)
+    assert has.tolist() == [False, True, False, False]
+    assert (sig[0] == np.iinfo(np.uint64).max).all()
+    assert mh.token_counts(pa.array(["one two  three", None])).tolist() == [3, 0]
+
+
+def test_signature_bytes_round_trip_and_bands():
+    p = mh.MinHashParams(bands=4, rows=2, num_perm=8)
+    sig, _ = mh.signatures(pa.array(["a b c d e f g", "h i j k l m n"]), p)
+    back = mh.signature_from_bytes(mh.signature_to_bytes(sig), 8)
+    assert (back == sig).all()
+    bands = mh.band_hashes(sig, p)
+    assert bands.shape == (2, 4) and bands.dtype == np.int64
+    same = mh.band_hashes(sig[[0, 0]], p)
+    assert (same[0] == same[1]).all()
+
+
+@pytest.mark.parametrize("threshold,num_perm", [(0.8, 128), (0.7, 128), (0.9, 256), (0.5, 64)])
+def test_derived_bands_rows_fit_and_favour_recall(threshold, num_perm):
+    b, r = mh.derive_bands_rows(threshold, num_perm)
+    assert b * r <= num_perm
+    # a pair a little above the threshold is a candidate with high probability
+    assert mh.candidate_probability(min(1.0, threshold + 0.05), b, r) >= 0.9
+    assert mh.candidate_probability(threshold - 0.3, b, r) < 0.2
+
+
+def test_default_derivation_is_documented():
+    assert mh.derive_bands_rows(0.8, 128) == (14, 9)
+    assert 0.69 < mh.estimate_floor(0.8, 128) < 0.70
+
+
+def test_params_refuse_bad_shapes():
+    with pytest.raises(ValueError, match="does not fit"):
+        mh.MinHashParams(num_perm=64, bands=10, rows=8)
+
+
+@pytest.mark.parametrize("mode,text,expected", [
+    ("none", " A  b ", " A  b "),
+    ("whitespace", " A \t\n b ", "A b"),
+    ("lower", " A \u00a0B ", "a b"),
+    ("lower_alnum", "Héllo, WORLD!! 42_x", "héllo world 42 x"),
+    ("lower_alnum", None, ""),
+])
+def test_normalize_modes(mode, text, expected):
+    assert normalize(text, mode) == expected
