@@ -43,9 +43,11 @@ def test_bad_rows_and_a_50mb_document(spark):
             ("big", big.encode("utf-8"), "document"), ("ok", b"Call (415) 555-2671 today, please.", "document")]
     df = _df(spark, rows)
     cleaned = clean(df, CleanSection(max_chars=0))          # 0: no length limit
-    rej = {r["id"]: r["reason"] for r in cleaned.rejected.select("id", "reason").collect()}
+    kept, rejected = cleaned.kept.persist(), cleaned.rejected.persist()   # as the pipeline does
+    rej = {r["id"]: r["reason"] for r in rejected.select("id", "reason").collect()}
     assert rej == {"null": "invalid:null_text", "empty": "filter:min_chars"}
-    res = redact(cleaned.kept, RedactSection())
+    res = redact(kept, RedactSection())
+    res = res._replace(kept=res.kept.persist())
     summary = res.kept.select("id", F.length("text").alias("n"), "pii_counts",
                               F.col("text").contains("@fabrikam.io").alias("leak")).collect()
     by_id = {r["id"]: r for r in summary}
@@ -56,8 +58,11 @@ def test_bad_rows_and_a_50mb_document(spark):
     assert by_id["ok"]["pii_counts"] == {"PHONE": 1}
     assert counts_by_kind(res.kept) == {"EMAIL": planted + 1, "IP_ADDRESS": planted, "PHONE": 1}
     # accounting per stage: rows in = kept + rejected
-    assert cleaned.kept.count() + cleaned.rejected.count() == len(rows)
-    assert drops_by_rule(cleaned.rejected) == {"filter:min_chars": 1, "invalid:null_text": 1}
+    assert kept.count() + rejected.count() == len(rows)
+    assert res.kept.count() + res.rejected.count() == kept.count()
+    assert drops_by_rule(rejected) == {"filter:min_chars": 1, "invalid:null_text": 1}
+    for frame in (kept, rejected, res.kept):
+        frame.unpersist()
 
 
 @pytest.mark.slow
