@@ -115,7 +115,7 @@ class RedactSection:
     mode: str = "placeholder"    # placeholder | pseudonym
     placeholders: dict[str, str] = field(default_factory=dict)   # kind -> text, default <KIND>
     pseudonym_key: str = ""      # secret for mode = "pseudonym"
-    include_reserved: bool = False   # also redact example domains, private/reserved IPs, test cards
+    include_reserved: bool = False   # also redact non-public IPs, template e-mails, test cards, example keys
     max_chars: int = 64_000_000  # larger documents are rejected (invalid:too_large)
 
     def __post_init__(self):
