@@ -252,6 +252,9 @@ def test_user_agent_and_invalid_urls(http_server):
     resp.close()
     for url in ("ftp://example.com/a", "not a url", None, "http:///nohost"):
         assert handle(f, cfg, {"url": url})["status"] == "invalid_url"
+    http_server.reset_log()
+    row = handle(f, cfg, {"url": http_server.url("/img/a.jpg"), "expect": "video"})
+    assert row["status"] == "invalid_kind" and http_server.hits() == []
 
 
 # --- spool (write-ahead log) ---------------------------------------------------------------

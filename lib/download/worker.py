@@ -71,8 +71,10 @@ def handle(fetcher: Fetcher, cfg, row: dict) -> dict:
     t0 = time.monotonic()
     out = {k: row.get(k) for k in INPUT}
     expect = (row.get("expect") or cfg.expect or "auto").lower()
-    if expect not in ("auto", "image", "page"):
-        expect = "auto"
+    if expect not in ("auto", "image", "page"):     # refused, not guessed: nothing is fetched
+        out.update(status="invalid_kind", error=f"kind {expect!r} is not image, page or auto", attempts=0,
+                   fetched_at=dt.datetime.fromtimestamp(started, dt.timezone.utc), fetch_seconds=0.0)
+        return out
     f = fetcher.fetch(row.get("url"))
     out.update(status=f.status, error=f.error, http_status=f.http_status, attempts=f.attempts,
                final_url=f.final_url, content_type=f.content_type)
