@@ -135,6 +135,41 @@ def child(args) -> dict:
             for b in DataLoader(ds, batch_size=args.batch, num_workers=args.workers, collate_fn=collate):
                 n += len(b["id"])
         dt, dc = time.perf_counter() - t0, cpu() - c0
+    elif kind in ("paired_batch", "paired_sample"):
+        # the same process alternates the pyarrow limit and ShardedDataset 3 times each:
+        # a paired comparison that drifting load on a shared machine cannot skew much
+        import statistics
+
+        import pyarrow as pa
+
+        def limit():
+            k = 0
+            for f in [m.path_of(s) for s in m.shards]:
+                for b in pq.ParquetFile(f).iter_batches(batch_size=args.batch, columns=COLUMNS):
+                    if kind == "paired_batch":
+                        k += len(table_to_batch(pa.Table.from_batches([b]))["id"])
+                    else:
+                        k += sum(1 for _row in b.to_pylist())
+            return k
+
+        def ours():
+            ds = ShardedDataset(args.build, rank=0, world_size=1, seed=1, window=max(1, args.window),
+                                columns=COLUMNS, batch_size=args.batch, batched=kind == "paired_batch")
+            if kind == "paired_batch":
+                return sum(len(b["id"]) for b in DataLoader(ds, batch_size=None, collate_fn=no_collate))
+            return sum(1 for _s in ds)
+
+        walls, cpus = [], []
+        for _ in range(3):
+            times = []
+            for fn in (limit, ours):
+                t0, c0 = time.perf_counter(), cpu()
+                n = fn()
+                times.append((time.perf_counter() - t0, cpu() - c0))
+            walls.append(times[0][0] / times[1][0])
+            cpus.append(times[0][1] / times[1][1])
+        return {"samples": n, "seconds": 1.0, "cpu_seconds": 1.0, "wall_ratio": statistics.median(walls),
+                "cpu_ratio": statistics.median(cpus), "wall_ratios": walls, "cpu_ratios": cpus, **rss()}
     elif kind == "floor":
         ds = ReadyBatches(m.total_rows, args.batch)
         t0, c0 = time.perf_counter(), cpu()
@@ -232,6 +267,33 @@ def _best(runs: list[dict]) -> dict:
     best["rss_mb"] = max(r["rss_mb"] for r in runs)
     best["runs"] = len(runs)
     return best
+
+
+def mosaic_venv() -> Path:
+    """MosaicML Streaming's venv. Its wheel pins torch, torchvision and transformers; installing
+    them from PyPI would pull a second multi-GB torch, so the venv links this interpreter's torch
+    and installs the rest (streaming itself without its pins, its runtime dependencies, and the
+    torchvision / transformers modules it imports at start-up)."""
+    import site
+
+    root = VENVS / "mosaic-streaming"
+    py = root / "bin" / "python"
+    if py.exists():
+        return py
+    subprocess.run(["python3", "-m", "venv", str(root)], check=True)
+    pip = [str(py), "-m", "pip", "install", "-q"]
+    subprocess.run(pip + ["--no-deps", "mosaicml-streaming==0.13.0", "torchvision==0.29.2"], check=True)
+    subprocess.run(pip + ["numpy<2.2", "xxhash<4", "zstd<2", "python-snappy<1", "Brotli", "tqdm",
+                          "catalogue<3", "pyarrow", "pillow", "paramiko<4", "boto3", "transformers<5",
+                          "typing_extensions", "sympy", "networkx", "jinja2", "filelock", "fsspec"], check=True)
+    here = Path(site.getsitepackages()[0])
+    target = next((root / "lib").glob("python3*/site-packages"))
+    for entry in here.iterdir():
+        if entry.name == "torch" or entry.name.startswith(("torch-", "functorch", "torchgen")):
+            link = target / entry.name
+            if not link.exists():
+                link.symlink_to(entry)
+    return py
 
 
 def run_child(build: Path, name: str, repeat: int = 1, **kw) -> dict:
@@ -342,6 +404,8 @@ def main() -> None:
     R["sharded_batch_0_512"] = run_child(small, "sharded_batch", repeat=2, workers=0, batch=512)
     R["sharded_batch_2_512"] = run_child(small, "sharded_batch", repeat=2, workers=2, batch=512)
     R["floor_2_512"] = run_child(small, "floor", repeat=2, workers=2, batch=512)
+    R["paired_batch"] = run_child(small, "paired_batch")
+    R["paired_sample"] = run_child(small, "paired_sample")
     R["arrow_pylist"] = run_child(small, "arrow_pylist", repeat=2)
     R["sharded_sample_0"] = run_child(small, "sharded_sample", repeat=2, workers=0)
     R["sharded_sample_2"] = run_child(small, "sharded_sample", repeat=2, workers=2)
@@ -349,9 +413,7 @@ def main() -> None:
         hf = venv("hf-datasets", ["datasets==5.2.0"])
         print("HF datasets:", flush=True)
         R["hf"] = run_ext(hf, HF_SCRIPT, json.dumps(files), repeat=2)
-        ms = VENVS / "mosaic-streaming" / "bin" / "python"
-        if not ms.exists():
-            raise SystemExit("create the mosaic-streaming venv first (see bench/results/loader.md)")
+        ms = mosaic_venv()
         mds = WORK / f"mds{args.rows}"
         if not (mds / "index.json").exists():
             run_ext(ms, MDS_WRITE, json.dumps(files), str(mds))
@@ -400,7 +462,8 @@ def report(R: dict, args) -> str:
            f"{platform.python_version()}. Data: {args.rows:,} rows in 16 uneven Parquet shards (zstd, "
            f"1024-row groups): `id` int64, `tokens` list<int32> of {SEQ}, `text` ~45 chars. "
            f"Rank 0 of 1, batches of {BATCH}; only the reading loop is timed, each line in its own process "
-           "(best of 2 runs, except MosaicML with shuffle: 1), all in one run (ratios are against the same "
+           "(1x throughput lines: best of 2 runs; MosaicML with shuffle, the 10x lines and resume: 1 run), "
+           "all in one run (ratios are against the same "
            "run's baseline).", "",
            "Wall-clock rates swing by 2-5x on this shared machine, so each line also gives samples per "
            "CPU-second (user+system of the process and its DataLoader workers), the steadier measure of "
@@ -412,6 +475,13 @@ def report(R: dict, args) -> str:
             w = R[k].get("worker_rss_mb") if k.endswith("_2") else None
             out.append(f"| {label} | {rate(k):,.0f} | {ratio(k, base)} | {R[k]['cpu_rate']:,.0f} | "
                        f"{ratio(k, base, 'cpu_rate')} | {R[k]['rss_mb']:.0f}{f' ({w:.0f})' if w else ''} |")
+    out.append("")
+    for k, label in (("paired_batch", "batch mode vs the batch limit"),
+                     ("paired_sample", "per-sample mode vs the per-sample limit")):
+        if k in R:
+            out.append(f"Paired, {label} (same process, alternated 3 times, median): "
+                       f"**{R[k]['wall_ratio']:.2f}x** wall, **{R[k]['cpu_ratio']:.2f}x** CPU "
+                       f"(wall runs {', '.join(f'{x:.2f}' for x in R[k]['wall_ratios'])}).")
     out += ["", "Targets: batch mode >= 0.9x of the batch limit; per-sample >= 0.9x of the per-sample "
             "limit; both >= 2x HF datasets and MosaicML Streaming.", ""]
     for mine in ("sharded_batch_0", "sharded_batch_2", "sharded_sample_0", "sharded_sample_2"):

@@ -31,14 +31,14 @@ class ShardedDataset(ShardReader, IterableDataset):
 
     Two modes:
     * `batch_size=B, batched=True`: yields collated batches of B samples made straight
-      from Arrow; use `DataLoader(ds, batch_size=None, num_workers=K)`.
+      from Arrow; use `DataLoader(ds, batch_size=None, num_workers=K, collate_fn=no_collate)`.
     * `batched=False` (default): yields one sample dict at a time; use
-      `DataLoader(ds, batch_size=B, num_workers=K)` and pass the same `batch_size=B`
-      here when K > 0 (it is how the dataset deals the rank's samples to workers in
-      the order the DataLoader collects them).
+      `DataLoader(ds, batch_size=B, num_workers=K, collate_fn=collate)` and pass the same
+      `batch_size=B` here when K > 0 (it is how the dataset deals the rank's samples to
+      workers in the order the DataLoader collects them).
 
-    Every rank yields the same number of samples per pass (`len(ds)`), so DDP ranks
-    take the same number of steps. `transform` is applied to each sample (per-sample
+    Every rank yields the same number of samples per pass (`num_samples()`; `len()` counts
+    the items, batches in batch mode), so DDP ranks take the same number of steps. `transform` is applied to each sample (per-sample
     mode) or to each collated batch (batch mode). See loaders/README.md for the
     state fields and the resume recipes.
     """

@@ -123,6 +123,9 @@ class ShardReader:
         process produced are counted.
         """
         taken = self._yielded if consumed is None else int(consumed)
+        if not 0 <= taken <= self.num_samples():
+            raise LoaderError(f"consumed={taken} is outside 0..{self.num_samples()} (samples this rank "
+                              "reads in this pass)")
         return self._base(consumed=self._offset + taken)
 
     def load_state_dict(self, state) -> None:

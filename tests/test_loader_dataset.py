@@ -168,6 +168,8 @@ def test_state_from_another_build_or_order(tmp_path, build):
     bad = dict(state, consumed=10 ** 6)
     with pytest.raises(StateError, match="consumed=1000000 is outside"):
         ShardedDataset(build).load_state_dict(bad)
+    with pytest.raises(LoaderError, match="consumed=999 is outside"):
+        ShardedDataset(build).state_dict(consumed=999)
     json.dumps(state)  # JSON-serialisable
 
 
