@@ -41,6 +41,16 @@ print(json.dumps({"seconds": dt, "version": scrubadub.__version__,
 """
 
 
+NOTES = """### Notes
+- Accuracy: exact (start, end, kind) match, on the labeled set built together with the detectors
+  (see `lib/pii/README.md` for the formats and contexts they cover).
+- Throughput: scrubadub runs its own default detectors, in its own venv, as a subprocess pinned to
+  the same core; both engines are measured interleaved, best of two. On a shared machine the ratio
+  moves with the load: compare ratios from one run, not absolute MB/s across runs.
+- Linearity: one run per size; linear growth is 16x from 1 to 16 MB, quadratic would be 256x.
+"""
+
+
 def ensure_scrubadub() -> Path:
     py = VENV / "bin" / "python"
     if not py.exists():
@@ -168,6 +178,7 @@ def main(argv=None) -> int:
     print(f"{big} MB document ...", flush=True)
     md, _ = big_document(redactor, big)
     sections += [f"### A {big} MB document\n", md]
+    sections += [NOTES]
     text = "\n".join(sections)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(text, encoding="utf-8")
