@@ -12,8 +12,9 @@ decoding one window of row groups, never by reading what comes before it:
   part of a shuffle buffer, but it is computed, not filled, so it can be
   entered at any position.
 
-Memory and time per epoch are O(number of row groups) for the block order and
-O(rows in one window) per window entered; there is no array of all sample ids.
+Memory and time per epoch are O(number of row groups) for the block order (a numpy
+array, 24 bytes per row group) and O(rows in one window) per window entered; there
+is no array of all sample ids.
 The hash is splitmix64 on numpy uint64, so the order is the same on every
 platform and numpy version.
 """
@@ -65,6 +66,14 @@ class Block:
     rows: int
 
 
+def block_table(blocks) -> np.ndarray:
+    """Row groups as an (n, 3) int64 array of (shard, group, rows)."""
+    if isinstance(blocks, np.ndarray):
+        return blocks.astype(np.int64, copy=False).reshape(-1, 3)
+    rows = [(b.shard, b.group, b.rows) if isinstance(b, Block) else tuple(b) for b in blocks]
+    return np.array(rows, dtype=np.int64).reshape(-1, 3)
+
+
 class EpochOrder:
     """Positions 0..total-1 of one epoch, grouped into windows of row groups.
 
@@ -73,16 +82,17 @@ class EpochOrder:
     offset inside the window to a row of the window's blocks concatenated.
     """
 
-    def __init__(self, blocks: list[Block], *, seed: int, epoch: int, shuffle: bool, window: int):
+    def __init__(self, blocks, *, seed: int, epoch: int, shuffle: bool, window: int):
+        """`blocks`: the build's non-empty row groups in manifest order, as a list of Block
+        or an int64 array of (shard, group, rows) rows (24 bytes per row group)."""
         if window < 1:
             raise ValueError(f"window must be >= 1 row group, got {window}")
         self.seed, self.epoch, self.shuffle, self.window = int(seed), int(epoch), bool(shuffle), int(window)
-        if shuffle and len(blocks) > 1:
-            order = permutation(len(blocks), stream_key(self.seed, self.epoch, TAG_BLOCKS))
-            self.blocks = [blocks[i] for i in order]
-        else:
-            self.blocks = list(blocks)
-        sizes = np.fromiter((b.rows for b in self.blocks), dtype=np.int64, count=len(self.blocks))
+        table = block_table(blocks)
+        if shuffle and len(table) > 1:
+            table = table[permutation(len(table), stream_key(self.seed, self.epoch, TAG_BLOCKS))]
+        self.blocks = table
+        sizes = table[:, 2]
         self._block_starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         self.total = int(self._block_starts[-1])
         self.num_windows = -(-len(self.blocks) // self.window)
@@ -100,7 +110,8 @@ class EpochOrder:
         return int(self._window_starts[w]), int(self._window_starts[w + 1])
 
     def window_blocks(self, w: int) -> list[Block]:
-        return self.blocks[w * self.window:(w + 1) * self.window]
+        rows = self.blocks[w * self.window:(w + 1) * self.window]
+        return [Block(int(a), int(b), int(c)) for a, b, c in rows]
 
     def window_rows(self, w: int) -> np.ndarray | None:
         """Row index (into the window's blocks concatenated) for each offset in the

@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 
 from shardforge.manifest import Manifest, ManifestError, read_manifest, sha256_file
 
-from .order import Block
+from .order import Block, block_table
 
 
 class LoaderError(ValueError):
@@ -52,8 +52,8 @@ class Source:
                                   f"it has {names}")
         self.verify = bool(verify)
         self.max_open = max_open
-        self.blocks = [Block(s.index, g, n) for s in self.manifest.shards
-                       for g, n in enumerate(s.row_groups) if n > 0]
+        self.blocks = block_table([(s.index, g, n) for s in self.manifest.shards
+                                   for g, n in enumerate(s.row_groups) if n > 0])
         if not _is_remote(self.manifest.root):
             import os
 
