@@ -51,7 +51,11 @@ def _driver(tmp_path, args) -> subprocess.Popen:
 
 def _comparable(df):
     cols = [c for c in RESULT.fieldNames() if c not in TIMING_COLS]
-    return sorted(tuple(r) for r in df.select(*cols).collect())
+    return sorted((tuple(r) for r in df.select(*cols).collect()), key=_nulls_first)
+
+
+def _nulls_first(row: tuple) -> tuple:
+    return tuple((True, 0) if v is None else (False, v) for v in row)
 
 
 @pytest.mark.slow
