@@ -18,7 +18,7 @@ import requests
 import urllib3
 from requests.adapters import HTTPAdapter
 
-from .guard import AddressPolicy, BlockedAddress, InvalidURL, check_url, host_key
+from .guard import AddressPolicy, BlockedAddress, CachedResolver, InvalidURL, check_url, host_key
 from .robots import RobotsCache, x_robots_denied
 
 TRANSIENT = ("timeout", "connection_error", "http_5xx", "rate_limited")
@@ -147,6 +147,7 @@ class Fetcher:
         self.session.mount("http://", adapter)
         self.session.mount("https://", adapter)
         self.pacer = Pacer(rate_share)
+        self.resolver = CachedResolver()
         self._hosts: dict[str, _Host] = {}
         self._hosts_lock = threading.Lock()
         self._rng = rng or random.Random()
@@ -205,7 +206,7 @@ class Fetcher:
         current = url
         for _hop in range(cfg.max_redirects + 1):
             try:
-                check_url(current, self.policy)
+                check_url(current, self.policy, self.resolver)
             except InvalidURL as exc:
                 raise _Final("invalid_url", str(exc))
             except BlockedAddress as exc:

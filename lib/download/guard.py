@@ -79,16 +79,45 @@ def host_key(url: str) -> str:
     return host if port == default else f"{host}:{port}"
 
 
-def check_url(url: str, policy: AddressPolicy) -> None:
+def resolve(host: str, port: int) -> list[str]:
+    """Every address `host` resolves to (a literal IP resolves to itself)."""
+    try:
+        return [str(ipaddress.ip_address(host.strip("[]")))]
+    except ValueError:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+        return sorted({info[4][0] for info in infos})
+
+
+class CachedResolver:
+    """`resolve` with a per-task cache of `ttl` seconds. Safe for the guard because the
+    connected peer is checked again anyway; it only saves lookups."""
+
+    def __init__(self, ttl: float = 300.0):
+        import threading
+
+        self.ttl = ttl
+        self._cache: dict = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, host: str, port: int) -> list[str]:
+        import time
+
+        now = time.monotonic()
+        with self._lock:
+            hit = self._cache.get((host, port))
+        if hit is not None and now - hit[0] < self.ttl:
+            return hit[1]
+        addresses = resolve(host, port)
+        with self._lock:
+            self._cache[(host, port)] = (now, addresses)
+        return addresses
+
+
+def check_url(url: str, policy: AddressPolicy, resolver=resolve) -> None:
     """Raise InvalidURL or BlockedAddress unless every address of the URL's host is allowed.
     DNS failures pass through as socket.gaierror (a connection error)."""
     _, host, port = split_url(url)
-    try:
-        literal = ipaddress.ip_address(host.strip("[]"))
-        addresses = [str(literal)]
-    except ValueError:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-        addresses = sorted({info[4][0] for info in infos})
+    addresses = resolver(host, port)
     for ip in addresses:
         if not policy.ip_allowed(ip):
             raise BlockedAddress(f"{host} resolves to {ip}, which is not a public address")
