@@ -143,6 +143,45 @@ def run_spark(corpus: Path, work: Path, memory: str) -> dict:
     return out
 
 
+def jvm_vs_numpy(corpus: Path, limit: int, memory: str) -> dict:
+    """Signatures for the first `limit` documents two ways, in the same session: numpy per
+    Arrow batch (what the stage uses) and purely in the JVM with Spark SQL higher-order
+    functions (split, n-gram xxhash64, 128 x array_min(transform(a*x+b))). docs/s each."""
+    from pyspark.sql import functions as F
+
+    from shardforge.config import DedupSection, SparkSection
+    from shardforge.dedup.near import signatures_df
+    from shardforge.dedup.normalize import normalize_expr
+    from shardforge.dedup.stage import resolve_params
+    from shardforge.session import get_spark
+
+    spark = get_spark(SparkSection(master="local[2]", shuffle_partitions=8, jars_dir=str(ROOT / ".jars"),
+                                   properties={"spark.driver.memory": memory, "spark.ui.enabled": "false",
+                                               "spark.sql.ansi.enabled": "false"}))   # wrapping a*x+b
+    params = resolve_params(DedupSection())
+    docs = (spark.read.parquet(str(corpus)).limit(limit)
+            .select("id", normalize_expr(F.col("text"), "lower_alnum").alias("norm")))
+    docs = docs.localCheckpoint(eager=True)
+    k = params.shingle_size
+    a = params.perm_a().view(np.int64)
+    b = params.perm_b().view(np.int64)
+    out = {}
+    for rep in range(2):     # the second round is the measured one (JIT and Python workers warm)
+        t0 = time.perf_counter()
+        signatures_df(docs, params).write.format("noop").mode("overwrite").save()
+        out["numpy_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        sh = docs.select("id", F.expr(f"transform(sequence(0, size(split(norm, ' ')) - {k}), "
+                                      f"i -> xxhash64(concat_ws(' ', slice(split(norm, ' '), i + 1, {k}))))").alias("sh"))
+        sig = sh.select("id", F.array(*[F.expr(f"array_min(transform(sh, x -> x * {int(a[p])}L + {int(b[p])}L))")
+                                        for p in range(params.num_perm)]).alias("sig"))
+        sig.write.format("noop").mode("overwrite").save()
+        out["jvm_s"] = time.perf_counter() - t0
+    spark.stop()
+    return {"docs": limit, "numpy_docs_per_s": round(limit / out["numpy_s"]), "jvm_docs_per_s": round(limit / out["jvm_s"]),
+            "numpy_over_jvm": round(out["jvm_s"] / out["numpy_s"], 2)}
+
+
 DT_SCRIPT = r'''
 import sys, time, json
 from datatrove.executor.local import LocalPipelineExecutor
@@ -200,9 +239,19 @@ def main(argv=None) -> int:
     ap.add_argument("--datatrove-docs", type=int, default=0,
                     help="run datatrove on the first N documents of the corpus only (0 = all)")
     ap.add_argument("--no-spark", action="store_true", help="skip the shardforge run (datatrove only)")
+    ap.add_argument("--jvm-vs-numpy", type=int, default=0, metavar="N",
+                    help="only compare signature computation in numpy vs the JVM on the first N documents")
     args = ap.parse_args(argv)
     work = Path(args.work)
     results = json.loads(Path(args.json).read_text()) if Path(args.json).exists() else {}
+    if args.jvm_vs_numpy:
+        n = args.sizes[0]
+        if not (work / f"corpus-{n}").exists():
+            make_corpus(n, work / f"corpus-{n}")
+        results["jvm_vs_numpy"] = jvm_vs_numpy(work / f"corpus-{n}", args.jvm_vs_numpy, args.memory)
+        print(json.dumps(results["jvm_vs_numpy"]), flush=True)
+        Path(args.json).write_text(json.dumps(results, indent=2))
+        return 0
     for i, n in enumerate(args.sizes):
         corpus = work / f"corpus-{n}"
         want_dt = args.datatrove and i == 0

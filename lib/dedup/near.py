@@ -22,6 +22,8 @@ SIGNATURE_OUT = StructType([
     StructField("num_tokens", IntegerType(), False),
     StructField("signature", BinaryType(), True),
     StructField("bands", ArrayType(LongType(), True), True),
+    StructField("norm", StringType(), True),       # passed through, so later phases need no re-join
+    StructField("_rk", DoubleType(), True),
 ])
 
 VERIFY_OUT = StructType([
@@ -45,7 +47,7 @@ def _sig_batches(batches: Iterator[pa.RecordBatch], params: mh.MinHashParams) ->
             offsets = pa.array(np.arange(rb.num_rows + 1, dtype=np.int32) * params.bands)
             band_list = pa.ListArray.from_arrays(offsets, pa.array(bands.reshape(-1)), mask=mask)
             yield pa.RecordBatch.from_arrays(
-                [rb.column("id"), pa.array(ntok), sig_arr, band_list],
+                [rb.column("id"), pa.array(ntok), sig_arr, band_list, texts, rb.column("_rk")],
                 schema=pa.schema([pa.field(f.name, _arrow_type(f.dataType), f.nullable) for f in SIGNATURE_OUT.fields]))
 
 
@@ -56,11 +58,11 @@ def _arrow_type(dt):
 
 
 def signatures_df(docs: DataFrame, params: mh.MinHashParams) -> DataFrame:
-    """(id, num_tokens, signature, bands) for docs(id, norm). signature/bands are null
-    for documents with fewer tokens than the shingle size. Deterministic per row."""
+    """(id, num_tokens, signature, bands, norm, _rk) for docs(id, norm, _rk). signature and
+    bands are null for documents with fewer tokens than the shingle size. Deterministic per row."""
     def fn(it):
         return _sig_batches(it, params)
-    return docs.select("id", "norm").mapInArrow(fn, SIGNATURE_OUT)
+    return docs.select("id", "norm", F.col("_rk").cast("double")).mapInArrow(fn, SIGNATURE_OUT)
 
 
 def candidate_edges(new_bands: DataFrame, old_bands: DataFrame | None) -> DataFrame:

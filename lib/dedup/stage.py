@@ -186,7 +186,7 @@ def _side_rows(kept: DataFrame, sigs: DataFrame | None, pkey: str) -> DataFrame:
                        F.col("_key").alias("exact_key"), F.col("_len").alias("length"),
                        (F.col("quality") if "quality" in kept.columns else F.lit(None)).cast("double").alias("quality"))
     if sigs is not None:
-        base = base.join(sigs, "id", "left")
+        base = base.join(sigs.select("id", "num_tokens", "signature", "bands"), "id", "left")
     out = base.withColumn("params", F.when(F.col("signature").isNotNull(), F.lit(pkey))) if sigs is not None \
         else base.withColumn("params", F.lit(None).cast("string"))
     from shardforge.schemas import conform
@@ -195,7 +195,7 @@ def _side_rows(kept: DataFrame, sigs: DataFrame | None, pkey: str) -> DataFrame:
 
 def _near(spark, cfg, params, pkey, reps, sigs, prev, previous_docs, mat, timings) -> DataFrame:
     """(_e, _r, _est, _jac): new exact representatives removed as near duplicates of _r."""
-    new_nodes = (sigs.where(F.col("signature").isNotNull()).join(reps, "id")
+    new_nodes = (sigs.where(F.col("signature").isNotNull())
                  .select("id", F.xxhash64("id").alias("node"), F.lit(False).alias("old"), "signature", "bands",
                          "norm", "_rk"))
     nodes = new_nodes
