@@ -68,7 +68,7 @@ def clean(df: DataFrame, cfg: CleanSection) -> StageResult:
     marked = df.mapInArrow(run, out_schema)
     kept = marked.filter(F.col(REASON_COL).isNull()).drop(REASON_COL)
     rejected = rejects(marked.filter(F.col(REASON_COL).isNotNull()), "clean", F.col(REASON_COL))
-    return StageResult(kept, rejected)
+    return StageResult(kept, rejected, shared=marked)
 
 
 def drops_by_rule(rejected: DataFrame) -> dict[str, int]:

@@ -88,7 +88,7 @@ def redact(df: DataFrame, cfg: RedactSection) -> StageResult:
     marked = base.mapInArrow(run, out_schema)
     kept = marked.filter(F.col(REASON_COL).isNull()).drop(REASON_COL, DETAIL_COL)
     bad = marked.filter(F.col(REASON_COL).isNotNull()).drop("pii_counts")
-    return StageResult(kept, rejects(bad, "redact", F.col(REASON_COL), F.col(DETAIL_COL)))
+    return StageResult(kept, rejects(bad, "redact", F.col(REASON_COL), F.col(DETAIL_COL)), shared=marked)
 
 
 def counts_by_kind(kept: DataFrame) -> dict[str, int]:

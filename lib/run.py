@@ -63,8 +63,11 @@ class Run:
     def account(self, name: str, rows_in: int | None, result: StageResult, started: float) -> StageResult:
         """Materialise and count a stage's output; rows_in None means 'as many as came out'
         (a reading stage, whose input is files)."""
-        kept = self.persist(result.kept)
-        rejected = self.persist(result.rejected)
+        if result.shared is not None:   # kept and rejected are cheap filters over it
+            self.persist(result.shared)
+            kept, rejected = result.kept, result.rejected
+        else:
+            kept, rejected = self.persist(result.kept), self.persist(result.rejected)
         n_kept = kept.count()
         n_rej = rejected.count()
         if rows_in is None:

@@ -6,15 +6,24 @@ REJECT schema (see `shardforge.schemas`). For every stage, rows in = kept + reje
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from dataclasses import dataclass
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
 
 
-class StageResult(NamedTuple):
+@dataclass(frozen=True)
+class StageResult:
+    """Unpacks as `kept, rejected`. `shared` is the frame both are filtered from (for
+    example a mapInArrow output with a reason column): the run persists it once, so
+    the stage's kernels run once, however many times kept and rejected are read."""
     kept: DataFrame
     rejected: DataFrame
+    shared: DataFrame | None = None
+
+    def __iter__(self):
+        yield self.kept
+        yield self.rejected
 
 
 def rejects(df: DataFrame, stage: str, reason: Column | str, detail: Column | str | None = None) -> DataFrame:

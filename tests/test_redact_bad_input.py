@@ -2,6 +2,8 @@
 UTF-8 and a 50 MB document are each kept or rejected with a reason, never a crash."""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 pytest.importorskip("pyspark")
@@ -47,7 +49,7 @@ def test_bad_rows_and_a_50mb_document(spark):
     rej = {r["id"]: r["reason"] for r in rejected.select("id", "reason").collect()}
     assert rej == {"null": "invalid:null_text", "empty": "filter:min_chars"}
     res = redact(kept, RedactSection())
-    res = res._replace(kept=res.kept.persist())
+    res = dataclasses.replace(res, kept=res.kept.persist())
     summary = res.kept.select("id", F.length("text").alias("n"), "pii_counts",
                               F.col("text").contains("@fabrikam.io").alias("leak")).collect()
     by_id = {r["id"]: r for r in summary}
