@@ -215,7 +215,7 @@ class StandaloneCluster:
                     raise ClusterError(f"{w.role} exited; see {w.log}:\n{_tail(w.log)}")
             try:
                 alive = sum(1 for w in self.master_json().get("workers", []) if w.get("state") == "ALIVE")
-            except OSError:
+            except (OSError, ValueError):  # not up yet, or an empty answer while it starts
                 alive = 0
             if alive >= n:
                 return
@@ -362,7 +362,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         status = c.master_json()
-    except OSError as exc:
+    except (OSError, ValueError) as exc:
         print(f"master at {c.master_webui} not reachable: {exc}", file=sys.stderr)
         return 1
     print(json.dumps({"master_url": c.master_url, "status": status.get("status"),

@@ -6,12 +6,13 @@ reads that record after the run (enable it with `event_log_conf(dir)`) and repor
 
 - `single-partition-exchange`: an `Exchange SinglePartition` (a global sort, a window
   without PARTITION BY, `repartition(1)`, ...) unless it only gathers one row per
-  partition from a partial aggregate with no keys (`count()`, `agg(sum(...))`), whose size
-  does not grow with the data;
+  partition from a partial aggregate with no keys (`count()`, `agg(sum(...))`) or at most
+  n <= `max_driver_rows` rows per partition under a `LocalLimit n` (`limit(n)`,
+  `isEmpty()`): sizes that do not grow with the data;
 - `coalesce-1`: a `Coalesce 1` node (`coalesce(1)`);
 - `few-tasks`: a stage that reads a shuffle with fewer tasks than `min_tasks` (default
   `spark.sql.shuffle.partitions`), unless it is the one-task end of such a global
-  aggregate, or adaptive execution coalesced it (`spark.sql.adaptive.coalescePartitions`
+  aggregate or limit, or adaptive execution coalesced it (`spark.sql.adaptive.coalescePartitions`
   merges small partitions by size; noted, not a violation);
 - `driver-rows`: a query whose result goes to the driver (no write at its root, and not
   nested in a write command such as Delta's `save`) and returns more than
@@ -36,6 +37,7 @@ from typing import Any, Iterator
 _SINGLE = re.compile(r"^Exchange SinglePartition")
 _COALESCE1 = re.compile(r"^Coalesce 1$")
 _GLOBAL_PARTIAL_AGG = re.compile(r"^(Hash|ObjectHash|Sort)Aggregate\(keys=\[\], functions=\[partial_")
+_LOCAL_LIMIT = re.compile(r"^LocalLimit (\d+)")
 _PASS_THROUGH = ("WholeStageCodegen", "InputAdapter", "ShuffleQueryStage", "AQEShuffleRead", "ColumnarToRow",
                  "RowToColumnar", "Project", "Filter")
 _WRITE_ROOT = re.compile(r"^(Execute |WriteFiles|AppendData|OverwriteByExpression|CommandResult|"
@@ -129,17 +131,24 @@ def _nodes(node: dict[str, Any]) -> Iterator[dict[str, Any]]:
         yield from _nodes(c)
 
 
-def _feeds_from_global_partial_agg(exchange: dict[str, Any]) -> bool:
-    """True if what the exchange gathers is a keyless partial aggregate (one row per partition)."""
+def _bounded_gather(exchange: dict[str, Any], max_rows: int) -> str | None:
+    """Why the rows a single-partition exchange gathers do not grow with the data, or None.
+
+    Allowed: a keyless partial aggregate (one row per partition: `count()`, `agg(sum)`), or a
+    `LocalLimit n` with n <= max_rows (at most n rows per partition: `limit(n)`, `isEmpty()`).
+    """
     frontier = list(exchange.get("children", []))
     while frontier:
         n = frontier.pop()
         s = n.get("simpleString", "")
         if _GLOBAL_PARTIAL_AGG.match(s):
-            return True
+            return "global-aggregate"
+        m = _LOCAL_LIMIT.match(s)
+        if m and int(m.group(1)) <= max_rows:
+            return "global-limit"
         if n.get("nodeName", "").startswith(_PASS_THROUGH) and len(n.get("children", [])) == 1:
             frontier.extend(n["children"])
-    return False
+    return None
 
 
 def _top_rows_metric(plan: dict[str, Any]) -> int | None:
@@ -221,7 +230,7 @@ def check_event_log(path: str | Path, *, min_tasks: int | None = None, max_drive
                                  "aqe_coalesce_partitions": aqe_coalesce, "max_driver_rows": max_driver_rows,
                                  "max_result_bytes": max_result_bytes})
     exempt: set[int] = set()
-    global_agg: set[int] = set()
+    bounded: dict[int, str] = {}
     for eid in sorted(plans):
         plan, d = plans[eid], desc.get(eid, "")
         internal = _is_delta_internal(d, plan)
@@ -235,8 +244,9 @@ def check_event_log(path: str | Path, *, min_tasks: int | None = None, max_drive
         for n in _nodes(plan):
             s = n.get("simpleString", "")
             if _SINGLE.match(s):
-                if _feeds_from_global_partial_agg(n):
-                    global_agg.add(eid)
+                why = _bounded_gather(n, max_driver_rows)
+                if why:
+                    bounded[eid] = why
                 elif eid not in exempt:
                     res.violations.append(Finding("single-partition-exchange", eid, None, f"{s} in {d[:80]!r}"))
             elif _COALESCE1.match(s) and eid not in exempt:
@@ -263,9 +273,11 @@ def check_event_log(path: str | Path, *, min_tasks: int | None = None, max_drive
             continue
         if eid in exempt:
             continue
-        if n_tasks == 1 and eid in global_agg:
-            res.notes.append(Finding("global-aggregate", eid, sid,
-                                     "one task gathers one partial-aggregate row per partition"))
+        if n_tasks == 1 and eid in bounded:
+            res.notes.append(Finding(bounded[eid], eid, sid,
+                                     "one task gathers one partial-aggregate row per partition"
+                                     if bounded[eid] == "global-aggregate"
+                                     else "one task gathers at most a limit's rows per partition"))
         elif aqe_coalesce and "AQEShuffleRead" in rdd_scopes:
             res.notes.append(Finding("aqe-coalesced", eid, sid,
                                      f"{n_tasks} tasks after adaptive coalescing of small partitions"))

@@ -174,9 +174,12 @@ def _cluster_submit(c: cluster.StandaloneCluster, dist, worker_python: str, samp
             "spark.executor.memory": "512m", "spark.executor.cores": "1", "spark.cores.max": "2",
             "spark.driver.host": "127.0.0.1", "spark.ui.enabled": "true", "spark.ui.port": str(ui_port),
             "spark.port.maxRetries": "64"}
+    # The UI (for its REST API) also through the job's [spark] properties: the session applies
+    # those over spark-submit's --conf values.
+    ui = f'spark.properties={{"spark.ui.enabled" = "true", "spark.ui.port" = "{ui_port}"}}'
     return [cluster.spark_submit(), "--properties-file", str(ROOT / "conf" / "spark-standalone.conf"),
             "--master", c.master_url, *_conf_args(conf), str(dist["main"]), "pipeline",
-            *PIPELINE_ARGS, "--input", str(sample), "--output", str(out)]
+            *PIPELINE_ARGS, "--set", ui, "--input", str(sample), "--output", str(out)]
 
 
 def test_worker_python_has_no_shardforge(worker_python):
@@ -209,33 +212,45 @@ def _app_json(ui_port: int, path: str):
         return json.loads(r.read().decode())
 
 
-def _kill_mid_run(c: cluster.StandaloneCluster, ui_port: int, min_jobs: int, done: threading.Event,
+def _worker_executors(w: cluster.Daemon) -> set[str]:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{w.webui_port}/json/", timeout=3) as r:
+            return {str(e["id"]) for e in json.loads(r.read().decode()).get("executors", [])}
+    except OSError:
+        return set()
+
+
+def _kill_mid_run(c: cluster.StandaloneCluster, ui_port: int, min_jobs: int, log: Path, done: threading.Event,
                   record: dict) -> None:
-    """Once `min_jobs` jobs have succeeded and a stage is running tasks, kill the worker whose
-    executor is running one (with its process group), then start a replacement worker."""
-    deadline = time.monotonic() + 400
+    """Once `min_jobs` jobs have succeeded and a stage is running tasks (the app's REST API),
+    kill the worker whose executor runs one, with its process group; then start a replacement.
+    Without the REST API, fall back to the driver's log: kill once the redact stage is done."""
+    deadline = time.monotonic() + 900
     while time.monotonic() < deadline and not done.is_set():
+        target, why = None, ""
         try:
             (app,) = _app_json(ui_port, "")
             jobs = _app_json(ui_port, f"/{app['id']}/jobs")
             execs = _app_json(ui_port, f"/{app['id']}/executors")
-        except (OSError, ValueError):
-            time.sleep(0.5)
-            continue
-        succeeded = sum(1 for j in jobs if j["status"] == "SUCCEEDED")
-        running = {e["id"] for e in execs if e["id"] != "driver" and e.get("activeTasks", 0) > 0}
-        if succeeded >= min_jobs and running:
-            for i, w in enumerate(c.worker_daemons):
-                try:
-                    with urllib.request.urlopen(f"http://127.0.0.1:{w.webui_port}/json/", timeout=3) as r:
-                        mine = {str(e["id"]) for e in json.loads(r.read().decode()).get("executors", [])}
-                except OSError:
-                    continue
-                if mine & running:
-                    c.kill_worker(i)
-                    record.update(killed=i, after_jobs=succeeded, executors=sorted(mine & running))
-                    c.add_worker(wait=False)
-                    return
+            succeeded = sum(1 for j in jobs if j.get("status") == "SUCCEEDED")
+            running = {str(e["id"]) for e in execs if e.get("id") != "driver" and e.get("activeTasks", 0) > 0}
+            if succeeded >= min_jobs and running:
+                for i, w in enumerate(c.worker_daemons):
+                    if w.alive() and _worker_executors(w) & running:
+                        target, why = i, f"after {succeeded} jobs, executor running tasks"
+                        break
+        except (OSError, ValueError, KeyError):
+            text = log.read_text(errors="replace") if log.exists() else ""
+            if "stage redact:" in text:
+                for i, w in enumerate(c.worker_daemons):
+                    if w.alive() and _worker_executors(w):
+                        target, why = i, "after the redact stage (driver log)"
+                        break
+        if target is not None:
+            c.kill_worker(target)
+            record.update(killed=target, why=why)
+            c.add_worker(wait=False)
+            return
         time.sleep(0.3)
 
 
@@ -245,11 +260,12 @@ def test_killed_worker_mid_run_still_gives_identical_shards(standalone, dist, wo
                      if e["Event"] == "SparkListenerJobEnd") if (work / "events-clean").exists() else 20
     out, ui_port = work / "cluster-fault", cluster.free_port()
     done, record = threading.Event(), {}
-    killer = threading.Thread(target=_kill_mid_run, args=(standalone, ui_port, max(clean_jobs // 3, 2), done, record),
-                              daemon=True)
+    log = work / "cluster-fault.log"
+    killer = threading.Thread(target=_kill_mid_run, args=(standalone, ui_port, max(clean_jobs // 3, 2), log, done,
+                                                          record), daemon=True)
     killer.start()
     run = _Submit(_cluster_submit(standalone, dist, worker_python, sample, out, work / "events-fault", ui_port),
-                  work / "cluster-fault.log")
+                  log)
     try:
         seconds = run.wait()
     finally:
