@@ -33,8 +33,8 @@ log = logging.getLogger("shardforge.steps")
 class Layout:
     root: str
 
-    def __getattr__(self, name: str) -> str:  # raw, curated, rejects, downloads, ...
-        if name.startswith("_"):
+    def __getattr__(self, name: str) -> str:  # raw, curated, rejects, downloads, _download_spool ...
+        if name.startswith("__"):
             raise AttributeError(name)
         return os.path.join(self.root, name)
 
@@ -79,19 +79,28 @@ def read_inputs(spark: SparkSession, cfg: Config, run: Run) -> StageResult:
 
 
 def download_step(spark: SparkSession, cfg: Config, run: Run) -> StageResult:
-    from .download import download, load_previous, merge_results, read_url_list, summary_dict
+    """Fetch the URL lists. Executors spool each finished row (default `<output>/_download_spool`)
+    and results merge into `<output>/downloads` by url, so a killed run resumes without
+    fetching an ok URL twice."""
+    from dataclasses import replace
+
+    from .download import (clear_spool, download, load_previous, merge_results, read_url_list,
+                           summary_dict)
 
     layout = Layout(cfg.pipeline.output)
+    dl = cfg.download if cfg.download.spool_dir else replace(cfg.download, spool_dir=layout._download_spool)
     t = time.monotonic()
     urls = None
     for path in cfg.pipeline.urls:
-        df = read_url_list(spark, path, cfg.download)
+        df = read_url_list(spark, path, dl)
         urls = df if urls is None else urls.unionByName(df)
-    res = download(urls, cfg.download, previous=load_previous(spark, layout.downloads))
+    res = download(urls, dl, previous=load_previous(spark, layout.downloads, dl.spool_dir))
     results = run.persist(res.results)
-    merge_results(spark, results, layout.downloads)
     run.report["downloads"] = summary_dict(results)
-    return run.account("download", None, StageResult(res.kept, res.rejected), t)
+    out = run.account("download", None, StageResult(res.kept, res.rejected), t)
+    merge_results(spark, results, layout.downloads)
+    clear_spool(dl.spool_dir)
+    return out
 
 
 def stage_input(spark: SparkSession, cfg: Config) -> DataFrame:
