@@ -235,7 +235,7 @@ def main(argv=None) -> int:
     ap.add_argument("--datatrove", action="store_true", help="also run datatrove on the smallest size")
     ap.add_argument("--work", default="/tmp/shardforge-bench-dedup")
     ap.add_argument("--memory", default="3g", help="spark.driver.memory (local mode: driver = executor)")
-    ap.add_argument("--json", default=str(ROOT / "bench" / "results" / "dedup.json"))
+    ap.add_argument("--json", default="", help="results file (default: <work>/dedup.json)")
     ap.add_argument("--datatrove-docs", type=int, default=0,
                     help="run datatrove on the first N documents of the corpus only (0 = all)")
     ap.add_argument("--no-spark", action="store_true", help="skip the shardforge run (datatrove only)")
@@ -243,6 +243,8 @@ def main(argv=None) -> int:
                     help="only compare signature computation in numpy vs the JVM on the first N documents")
     args = ap.parse_args(argv)
     work = Path(args.work)
+    work.mkdir(parents=True, exist_ok=True)
+    args.json = args.json or str(work / "dedup.json")
     results = json.loads(Path(args.json).read_text()) if Path(args.json).exists() else {}
     if args.jvm_vs_numpy:
         n = args.sizes[0]

@@ -41,6 +41,7 @@ def run(df, tmp_path, **kw):
     return dedup(df, cfg, checkpoint_dir=str(tmp_path / "ckpt"))
 
 
+@pytest.mark.slow
 def test_transitive_cluster_collapses(spark, tmp_path):
     rng = random.Random(3)
     a = make_doc(rng, 300)
@@ -161,6 +162,7 @@ def test_same_result_for_any_partitioning(spark, tmp_path):
     assert sorted(one.signatures.collect(), key=key) == sorted(many.signatures.collect(), key=key)
 
 
+@pytest.mark.slow
 def test_rules_for_images_short_empty_and_ids(spark, tmp_path):
     from shardforge.schemas import DOCUMENT
     rng = random.Random(5)
