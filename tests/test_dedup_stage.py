@@ -57,6 +57,8 @@ def test_transitive_cluster_collapses(spark, tmp_path):
     assert audit["c"].jaccard < 0.8 < audit["b"].jaccard
     rej = {r.id: r.reason for r in res.rejected.collect()}
     assert rej == {"b": "duplicate_of:a", "c": "duplicate_of:a"}
+    from shardforge.dedup import summary
+    assert summary(res.audit) == {"removed_exact": 0, "removed_near": 2, "clusters": 1, "cluster_sizes": {"3-4": 1}}
 
 
 # --- a planted corpus with the true Jaccard of every planted pair ----------------------
