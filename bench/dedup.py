@@ -217,8 +217,10 @@ print(json.dumps({"timings": {k: round(v, 1) for k, v in t.items()}, "total_s": 
 def run_datatrove(jsonl: Path, work: Path) -> dict:
     py = DT_VENV / "bin" / "python"
     if not py.exists():
-        subprocess.run([sys.executable.replace(sys.executable, "python3"), "-m", "venv", str(DT_VENV)], check=True)
-        subprocess.run([str(DT_VENV / "bin" / "pip"), "install", "-q", "datatrove"], check=True)
+        subprocess.run(["python3", "-m", "venv", str(DT_VENV)], check=True)
+        # what its MinHash pipeline imports beyond the base package; xxhash >= 3.6 refuses str
+        subprocess.run([str(DT_VENV / "bin" / "pip"), "install", "-q", "datatrove==0.10.1", "regex", "tokenizers",
+                        "orjson", "spacy", "xxhash<3.6"], check=True)
     version = subprocess.run([str(py), "-c", "import datatrove, importlib.metadata as m; print(m.version('datatrove'))"],
                              capture_output=True, text=True).stdout.strip()
     p = subprocess.run([str(py), "-c", DT_SCRIPT, str(jsonl), str(work)], capture_output=True, text=True)
