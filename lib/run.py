@@ -11,6 +11,7 @@ import datetime as _dt
 import json
 import logging
 import os
+import shutil
 import time
 from contextlib import contextmanager
 from typing import Any
@@ -40,6 +41,7 @@ class Run:
         self.output = output
         self.rejected: list[DataFrame] = []
         self._persisted: list[DataFrame] = []
+        self._cleanup: list[str] = []
         self.report: dict[str, Any] = {
             "run": {"name": name, "started": _now(), "finished": None, "shardforge_version": __version__,
                     "master": master, "output": output, "config": config},
@@ -92,12 +94,19 @@ class Run:
             out = out.unionByName(df)
         return out
 
+    def cleanup(self, path: str) -> None:
+        """Remove `path` (a local scratch folder, e.g. checkpoints) when the run finishes."""
+        self._cleanup.append(path)
+
     def finish(self, out_dir: str | None = None) -> dict[str, Any]:
         self.report["run"]["finished"] = _now()
         out_dir = out_dir or self.output
         write_report(self.report, out_dir)
         for df in self._persisted:
             df.unpersist()
+        for path in self._cleanup:
+            if "://" not in path or path.startswith("file://"):
+                shutil.rmtree(path.removeprefix("file://"), ignore_errors=True)
         return self.report
 
 

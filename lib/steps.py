@@ -144,18 +144,21 @@ def redact_step(cfg: Config, run: Run, docs: DataFrame, n: int) -> StageResult:
 
 def dedup_step(spark: SparkSession, cfg: Config, run: Run, docs: DataFrame, n: int):
     """Returns (kept/rejected, a callable that records the kept documents' signatures in the
-    side table: call it once they are in the curated table)."""
+    side table: call it once they are in the curated table). The stage's checkpoints live
+    under `<output>/_checkpoints` until the run finishes."""
     from .dedup import dedup, read_side_table, summary, update_side_table
 
     layout = Layout(cfg.pipeline.output)
     previous = read_side_table(spark, layout.dedup_state)
-    checkpoint = cfg.dedup.checkpoint_dir or os.path.join(cfg.pipeline.output, "_checkpoints")
+    previous_docs = read_table(spark, layout.curated).select("id", "text") if is_delta(layout.curated) else None
+    checkpoint = cfg.dedup.checkpoint_dir or layout._checkpoints
     t = time.monotonic()
-    res = dedup(docs, cfg.dedup, previous=previous, checkpoint_dir=checkpoint)
+    res = dedup(docs, cfg.dedup, previous=previous, previous_docs=previous_docs, checkpoint_dir=checkpoint)
     out = run.account("dedup", n, StageResult(res.kept, res.rejected), t)
     audit = run.persist(res.audit)
     run.report["duplicates"] = summary(audit)
     merge_new(spark, audit, layout.dedup_audit, key="id")
+    run.cleanup(checkpoint)
     return out, lambda: update_side_table(spark, res.signatures, layout.dedup_state)
 
 
