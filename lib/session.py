@@ -100,8 +100,9 @@ def get_spark(cfg: SparkSection | None = None, *, master: str | None = None):
             f"[spark] packages = true to fetch {delta_package()} with spark.jars.packages")
     existing = None
     if submitted:
-        from pyspark import SparkConf
+        from pyspark import SparkConf, SparkContext
 
+        SparkContext._ensure_initialized()  # connect to spark-submit's JVM, so SparkConf sees its settings
         existing = SparkConf()
     for key, value in conf.items():
         if existing is not None and existing.contains(key):
