@@ -28,10 +28,19 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
         pass
 
 
-def serve(folder: Path):
-    """A threaded static server on 127.0.0.1 (a free port); returns (server, base URL)."""
+DEMO_PORT = 8765  # fixed, so the URLs (and the ids derived from them) are the same every run
+
+
+def serve(folder: Path, port: int = 0):
+    """A threaded static server on 127.0.0.1; returns (server, base URL). `port` 0 picks a
+    free one; a busy fixed port falls back to a free one (the URLs then differ)."""
     handler = functools.partial(_Quiet, directory=str(folder))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    try:
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", port), handler)
+    except OSError:
+        print(f"demo: port {port} is busy, using a free one (page and image ids will differ from other runs)",
+              file=sys.stderr)
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server, f"http://127.0.0.1:{server.server_address[1]}"
 
@@ -98,6 +107,7 @@ def main(argv=None) -> int:
     ap.add_argument("--conf", default=str(ROOT / "conf" / "demo.toml"))
     ap.add_argument("--output", default=None)
     ap.add_argument("--set", dest="overrides", action="append", default=[])
+    ap.add_argument("--port", type=int, default=DEMO_PORT, help="port of the sample web server on 127.0.0.1")
     args = ap.parse_args(argv)
     setup_logging()
     cfg = load_config(args.conf, args.overrides)
@@ -105,7 +115,7 @@ def main(argv=None) -> int:
     from shardforge.jobs.pipeline import run_pipeline
     from shardforge.session import get_spark
 
-    server, base = serve(SAMPLE / "web")
+    server, base = serve(SAMPLE / "web", args.port)
     try:
         urls = write_url_list(base, out / "_input")
         inputs = tuple(str(p if Path(p).is_absolute() else ROOT / p) for p in cfg.pipeline.input)
