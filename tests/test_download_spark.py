@@ -173,7 +173,7 @@ def test_read_url_list_formats(spark, tmp_path, fmt):
     got = sorted(df.collect(), key=lambda r: r["url"])
     assert [r["url"] for r in got] == ["http://a.example/1.jpg", "http://a.example/2.html"]
     assert got[0]["caption"] == "one, with comma" and got[0]["expect"] == "image"
-    assert json.loads(got[0]["meta"]) == {"width": "10"} and got[0]["source"] == str(path)
+    assert json.loads(got[0]["meta"]) == {"width": "10"} and got[0]["source"] == path.name
 
 
 def test_read_url_list_errors(spark, tmp_path):

@@ -36,7 +36,8 @@ def read_url_list(spark: SparkSession, path: str, cfg, *, fmt: str = "auto") -> 
     `url` comes from `cfg.url_column`, `caption` from `cfg.caption_column`, the
     expected kind from `cfg.kind_column` (image | page | auto) when present;
     every other column goes into `meta` as a JSON object (null when there is none);
-    `source` is `path`. CSV/TSV need a header row. A missing url column is a
+    `source` is the list's file name (not its full path, so a list that moves, or the
+    same list under another output folder, gives the same rows). CSV/TSV need a header row. A missing url column is a
     ValueError naming the columns found."""
     fmt = guess_format(path) if fmt == "auto" else fmt
     if fmt not in FORMATS:
@@ -64,5 +65,5 @@ def read_url_list(spark: SparkSession, path: str, cfg, *, fmt: str = "auto") -> 
         (F.lower(F.col(f"`{cfg.kind_column}`").cast("string")) if cfg.kind_column in cols
          else F.lit(None).cast("string")).alias("expect"),
         meta.cast("string").alias("meta"),
-        F.lit(path).alias("source"),
+        F.lit(path.rstrip("/").rsplit("/", 1)[-1]).alias("source"),
     )
