@@ -23,7 +23,7 @@ def _main(cfg: Config, args) -> int:
     from shardforge.ingest import check_exists
     from shardforge.run import Run
     from shardforge.session import get_spark
-    from shardforge.steps import build_config, shards_step, stage_input, write_rejects
+    from shardforge.steps import build_config, shards_step, write_rejects
 
     inputs = list(cfg.pipeline.input)
     if not inputs:

@@ -13,7 +13,6 @@ import argparse
 import functools
 import http.server
 import json
-import os
 import sys
 import threading
 from dataclasses import replace

@@ -278,19 +278,6 @@ def _tail(path: str, n: int = 30) -> str:
         return ""
 
 
-def _pins(packages: tuple[str, ...]) -> list[str]:
-    """`name==version` for each package installed here (so executors match the driver)."""
-    from importlib import metadata
-
-    out = []
-    for name in packages:
-        try:
-            out.append(f"{name}=={metadata.version(name)}")
-        except metadata.PackageNotFoundError:
-            out.append(name)
-    return out
-
-
 def worker_python(venv: str | os.PathLike = WORKER_VENV, packages: tuple[str, ...] = WORKER_PACKAGES,
                   base_python: str | None = None) -> str:
     """The executors' interpreter: a venv without shardforge or pyspark; built once, then reused.
@@ -302,7 +289,9 @@ def worker_python(venv: str | os.PathLike = WORKER_VENV, packages: tuple[str, ..
     """
     venv = Path(venv)
     py = venv / "bin" / "python"
-    pins = _pins(packages)
+    from .packaging import pinned
+
+    pins = pinned(packages)
     stamp = venv / ".shardforge-worker.json"
     if not (py.exists() and stamp.exists() and json.loads(stamp.read_text()) == pins):
         base = base_python or getattr(sys, "_base_executable", None) or sys.executable

@@ -110,7 +110,7 @@ def build_requirements(dist: Path) -> Path:
     dist.mkdir(parents=True, exist_ok=True)
     target = dist / "requirements-executor.txt"
     target.write_text("# what shardforge's executors import (pyspark comes from the cluster's Spark)\n"
-                      + "".join(f"{pin}\n" for pin in _pins(RUNTIME)))
+                      + "".join(f"{pin}\n" for pin in pinned(RUNTIME)))
     return target
 
 
@@ -159,7 +159,8 @@ def build_wheel(dist: Path, root: Path | None = None) -> Path:
     return target
 
 
-def _pins(packages: tuple[str, ...]) -> list[str]:
+def pinned(packages: tuple[str, ...]) -> list[str]:
+    """`name==version` for each package installed here (so executors match the driver)."""
     from importlib import metadata
 
     pins = []
@@ -183,7 +184,7 @@ def build_venv_archive(dist: Path, wheel: Path) -> Path:
         base = getattr(sys, "_base_executable", None) or sys.executable
         subprocess.run([base, "-m", "venv", str(venv)], check=True)
         proc = subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q",
-                               "--disable-pip-version-check", str(wheel), *_pins(RUNTIME)],
+                               "--disable-pip-version-check", str(wheel), *pinned(RUNTIME)],
                               capture_output=True, text=True)
         if proc.returncode != 0:
             raise SystemExit(f"packaging: installing into the venv failed:\n{proc.stderr[-3000:]}")

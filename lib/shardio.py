@@ -67,6 +67,9 @@ def _fs(path: str):
     from pyarrow import fs
 
     if "://" in path and not path.startswith("file://"):
+        scheme, rest = path.split("://", 1)
+        if scheme in ("s3a", "s3n"):  # Hadoop's names for S3; pyarrow knows it as s3
+            path = "s3://" + rest
         return fs.FileSystem.from_uri(path)
     return fs.LocalFileSystem(), os.path.abspath(_local(path))
 

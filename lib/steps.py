@@ -22,7 +22,7 @@ from pyspark.sql import functions as F
 
 from .config import Config
 from .curated import append_rejects, is_delta, merge_new, read_table, table_version
-from .ingest import detect_format, read_documents
+from .ingest import InputError, detect_format, read_documents
 from .run import Run
 from .stage import StageResult, empty_rejects, rejects
 
@@ -69,7 +69,7 @@ def read_inputs(spark: SparkSession, cfg: Config, run: Run) -> StageResult:
     if cfg.pipeline.urls:
         parts.append(download_step(spark, cfg, run))
     if not parts:
-        raise ValueError("no input: pass --input PATH and/or --urls PATH (or set pipeline.input/urls)")
+        raise InputError("no input: pass --input PATH and/or --urls PATH (or set pipeline.input/urls)")
     kept, rejected = parts[0]
     for p in parts[1:]:
         kept, rejected = kept.unionByName(p.kept), rejected.unionByName(p.rejected)
@@ -110,7 +110,7 @@ def stage_input(spark: SparkSession, cfg: Config) -> DataFrame:
 
     paths = list(cfg.pipeline.input)
     if not paths:
-        raise ValueError("no --input given")
+        raise InputError("no --input given")
     frames = []
     for path in paths:
         fmt = detect_format(path) if cfg.pipeline.input_format == "auto" else cfg.pipeline.input_format

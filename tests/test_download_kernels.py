@@ -4,7 +4,6 @@ backoff read from the server's request log)."""
 from __future__ import annotations
 
 import io
-import time
 
 import pytest
 from PIL import Image

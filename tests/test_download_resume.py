@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 from shardforge.config import DownloadSection
-from shardforge.download import RESULT, TIMING_COLS, download, read_url_list
+from shardforge.download import download, read_url_list
 from shardforge.download.resume import read_spool_file, spool_files
-from webserver import TestServer
+from webserver import TestServer, comparable_results
 
 ROOT = Path(__file__).resolve().parent.parent
 DRIVER = '''
@@ -47,15 +47,6 @@ def _driver(tmp_path, args) -> subprocess.Popen:
     env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
     return subprocess.Popen([sys.executable, str(script), json.dumps(args)], cwd=str(ROOT), env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-
-
-def _comparable(df):
-    cols = [c for c in RESULT.fieldNames() if c not in TIMING_COLS]
-    return sorted((tuple(r) for r in df.select(*cols).collect()), key=_nulls_first)
-
-
-def _nulls_first(row: tuple) -> tuple:
-    return tuple((True, 0) if v is None else (False, v) for v in row)
 
 
 @pytest.mark.slow
@@ -108,4 +99,4 @@ def test_kill_driver_then_resume(spark, tmp_path):
         fresh = download(read_url_list(spark, str(url_list), cfg), cfg).results
         resumed = spark.read.format("delta").load(args["table"])
         assert resumed.count() == len(paths)
-        assert _comparable(resumed) == _comparable(fresh)
+        assert comparable_results(resumed) == comparable_results(fresh)

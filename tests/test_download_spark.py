@@ -8,10 +8,10 @@ import json
 import pytest
 
 from shardforge.config import DownloadSection
-from shardforge.download import (RESULT, TIMING_COLS, download, load_previous, merge_results, read_url_list,
+from shardforge.download import (RESULT, download, load_previous, merge_results, read_url_list,
                                  summary, summary_dict, url_id)
 from shardforge.schemas import DOCUMENT, REJECT, assert_schema
-from webserver import http_server  # noqa: F401  (fixture)
+from webserver import comparable_results, http_server, nulls_first  # noqa: F401  (fixture)
 
 CFG = DownloadSection(connect_timeout=1.0, read_timeout=1.0, max_retries=2, backoff_base=0.2, backoff_max=2.0,
                       allowed_networks=("127.0.0.1/32", "::1/128"), max_bytes=1_000_000, max_redirects=3,
@@ -187,15 +187,6 @@ def test_read_url_list_errors(spark, tmp_path):
         read_url_list(spark, str(tmp_path / "list.xyz"), DownloadSection())
 
 
-def _comparable(df):
-    cols = [c for c in RESULT.fieldNames() if c not in TIMING_COLS]
-    return sorted((tuple(r) for r in df.select(*cols).collect()), key=_nulls_first)
-
-
-def _nulls_first(row: tuple) -> tuple:
-    return tuple((True, 0) if v is None else (False, v) for v in row)
-
-
 @pytest.mark.slow
 def test_resume_skips_ok_urls_and_merges_by_url(spark, http_server, tmp_path):
     http_server.reset_log()
@@ -234,10 +225,10 @@ def test_results_do_not_depend_on_partitioning(spark, http_server):
     base = {**CFG.__dict__, "connect_timeout": 10.0, "read_timeout": 10.0, "total_timeout": 30.0}
     runs = [download(urls, DownloadSection(**{**base, "partitions": n, "per_host_connections": cap}))
             for n, cap in ((1, 0), (3, 0), (2, 2))]
-    first = _comparable(runs[0].results)
+    first = comparable_results(runs[0].results)
     assert len(first) == len(paths)
     for r in runs[1:]:
-        other = _comparable(r.results)
+        other = comparable_results(r.results)
         assert other == first, [(a[:8], b[:8]) for a, b in zip(first, other) if a != b]
-    docs = [sorted((tuple(x) for x in r.kept.collect()), key=_nulls_first) for r in runs]
+    docs = [sorted((tuple(x) for x in r.kept.collect()), key=nulls_first) for r in runs]
     assert docs[0] == docs[1] == docs[2]          # the same DOCUMENT bytes, images included

@@ -41,7 +41,6 @@ def test_python_shard_id_matches_spark_for_long_keys(spark):
 
 
 def test_derived_id_matches_spark_expression(spark):
-    from pyspark.sql import functions as F
 
     from shardforge.keys import derived_id_expr
 

@@ -321,6 +321,20 @@ class TestServer:
         return h.send(404, b"not found", "text/plain")
 
 
+def comparable_results(df) -> list[tuple]:
+    """A download results table as sorted tuples without its timing columns (for
+    comparing a resumed run with an uninterrupted one); nulls sort first."""
+    from shardforge.download import RESULT, TIMING_COLS
+
+    cols = [c for c in RESULT.fieldNames() if c not in TIMING_COLS]
+    return sorted((tuple(r) for r in df.select(*cols).collect()), key=nulls_first)
+
+
+def nulls_first(row: tuple) -> tuple:
+    """Sort key for rows with nulls: a null sorts before any value."""
+    return tuple((True, 0) if v is None else (False, v) for v in row)
+
+
 def serve_forever(port_file: str | None = None, **kwargs) -> None:  # pragma: no cover - manual use
     """Run a server until interrupted (prints its base URL)."""
     with TestServer(**kwargs) as srv:

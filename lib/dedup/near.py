@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import (ArrayType, BinaryType, BooleanType, DoubleType, IntegerType, LongType,
+from pyspark.sql.types import (ArrayType, BinaryType, DoubleType, IntegerType, LongType,
                                StringType, StructField, StructType)
 
 from . import minhash as mh

@@ -12,7 +12,7 @@ from __future__ import annotations
 import uuid
 from typing import NamedTuple, Optional
 
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import (BinaryType, DoubleType, IntegerType, LongType, StringType,
                                StructField, StructType, TimestampType)
