@@ -11,6 +11,7 @@ keeps its ids. Columns other than id/text/source/url are kept as JSON in `meta`.
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -62,14 +63,8 @@ def _relative_source(root: str):
     base = Path(root[len("file://"):] if root.startswith("file://") else root).resolve()
     prefix = base.as_uri() if base.is_dir() else base.parent.as_uri()
     name = F.input_file_name()
-    rel = F.regexp_replace(name, "^" + _regex_escape(prefix.rstrip("/") + "/"), "")
+    rel = F.regexp_replace(name, "^" + re.escape(prefix.rstrip("/") + "/"), "")
     return F.when(name.startswith(prefix), rel).otherwise(name)
-
-
-def _regex_escape(s: str) -> str:
-    import re
-
-    return re.escape(s)
 
 
 def _finish(df: DataFrame, cfg: IngestSection) -> DataFrame:

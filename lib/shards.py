@@ -22,7 +22,7 @@ from pyspark.sql.types import MapType
 
 from .config import ShardsSection
 from .keys import key_hash_expr, shard_expr
-from .shardio import WriterSettings, new_staging_dir, publish_build, write_shard
+from .shardio import WriterSettings, new_staging_dir, publish_build, shard_name, write_shard
 from .manifest import ShardInfo
 
 log = logging.getLogger("shardforge.shards")
@@ -121,7 +121,7 @@ def build_shards(df: DataFrame, output: str, cfg: ShardsSection, *, source: dict
     stats = (keyed.groupBy("_shard")
              .applyInArrow(_writer(staging, num_shards, cfg.key, schema, settings, _fail_after_shard), _STATS)
              .collect())
-    infos = {r["shard"]: ShardInfo(index=r["shard"], file=_name(r["shard"], num_shards), rows=r["rows"],
+    infos = {r["shard"]: ShardInfo(index=r["shard"], file=shard_name(r["shard"], num_shards), rows=r["rows"],
                                    bytes=r["bytes"], sha256=r["sha256"],
                                    row_groups=tuple(json.loads(r["row_groups"])))
              for r in stats}
@@ -139,8 +139,3 @@ def build_shards(df: DataFrame, output: str, cfg: ShardsSection, *, source: dict
     log.info("published build %s: %d rows in %d shards", manifest["build_id"], total, num_shards)
     return manifest
 
-
-def _name(index: int, num: int) -> str:
-    from .shardio import shard_name
-
-    return shard_name(index, num)
