@@ -52,7 +52,7 @@ bench: setup
 	$(PY) bench/build_shards.py
 	$(PY) bench/loader.py
 	$(PY) bench/redact.py
-	$(PY) bench/dedup.py
+	$(PY) bench/dedup.py --sizes 100000 1000000 --datatrove
 	$(PY) bench/download.py
 
 package: setup

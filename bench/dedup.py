@@ -2,8 +2,10 @@
 of near duplicates; docs/s per phase (signatures, candidates, components), growth with
 size, peak memory, and datatrove's MinHash pipeline on the same corpus for comparison.
 
-    .venv/bin/python bench/dedup.py --sizes 100000 --datatrove      # the 100k run + datatrove
-    .venv/bin/python bench/dedup.py --sizes 1000000                  # the 1M run (long)
+    .venv/bin/python bench/dedup.py --sizes 100000 1000000 --datatrove   # ~15 min on 2 cores
+
+runs shardforge on 100k, datatrove on the same 100k, then shardforge on 1M, in one process
+(the same run, so the ratios compare like with like); the results go to <work>/dedup.json.
 
 datatrove runs in its own venv (/root/.cache/shardforge/bench-venvs/datatrove, created
 on first use), in a subprocess, with its defaults (MinhashConfig(): 5-grams, 14 x 8).
@@ -13,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -65,10 +68,13 @@ def make_corpus(n: int, out: Path, *, dup_share: float = 0.1, seed: int = 0, jso
 
 
 class PeakRss:
-    """Polls the RSS of a process tree (the Spark JVM and its Python workers)."""
+    """Polls the memory of a process tree (the Spark JVM and its Python workers): peak RSS
+    of the JVM, peak summed RSS of the tree, and peak summed PSS of the tree (PSS splits
+    pages shared between processes, such as those of Python workers forked from one
+    daemon, so the tree's PSS is what it really holds; summed RSS counts them repeatedly)."""
 
     def __init__(self, pid: int):
-        self.pid, self.peak_total, self.peak_root, self._stop = pid, 0, 0, False
+        self.pid, self.peak_total, self.peak_root, self.peak_pss, self._stop = pid, 0, 0, 0, False
         self.t = threading.Thread(target=self._run, daemon=True)
         self.t.start()
 
@@ -98,11 +104,22 @@ class PeakRss:
             pass
         return 0
 
+    @staticmethod
+    def _pss(pid):
+        try:
+            for line in open(f"/proc/{pid}/smaps_rollup"):
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+        except OSError:
+            pass
+        return 0
+
     def _run(self):
         while not self._stop:
             pids = self._tree()
             self.peak_root = max(self.peak_root, self._rss(self.pid))
             self.peak_total = max(self.peak_total, sum(self._rss(p) for p in pids))
+            self.peak_pss = max(self.peak_pss, sum(self._pss(p) for p in pids))
             time.sleep(0.5)
 
     def stop(self):
@@ -135,9 +152,11 @@ def run_spark(corpus: Path, work: Path, memory: str) -> dict:
     total = time.perf_counter() - t0
     summ = summary(res.audit)
     mon.stop()
+    shutil.rmtree(work / "ckpt", ignore_errors=True)   # the results above are written; drop the intermediates
     out = {"timings": {k: round(v, 1) for k, v in res.timings.items()}, "dedup_call_s": round(t_eager, 1),
            "write_s": round(t_write, 1), "total_s": round(total, 1), "summary": summ,
            "peak_jvm_rss_gb": round(mon.peak_root / 2**30, 2), "peak_tree_rss_gb": round(mon.peak_total / 2**30, 2),
+           "peak_tree_pss_gb": round(mon.peak_pss / 2**30, 2),
            "driver_memory": memory}
     spark.stop()
     return out
@@ -160,7 +179,7 @@ def jvm_vs_numpy(corpus: Path, limit: int, memory: str) -> dict:
                                                "spark.sql.ansi.enabled": "false"}))   # wrapping a*x+b
     params = resolve_params(DedupSection())
     docs = (spark.read.parquet(str(corpus)).limit(limit)
-            .select("id", normalize_expr(F.col("text"), "lower_alnum").alias("norm")))
+            .select("id", normalize_expr(F.col("text"), "lower_alnum").alias("norm"), F.lit(0.0).alias("_rk")))
     docs = docs.localCheckpoint(eager=True)
     k = params.shingle_size
     a = params.perm_a().view(np.int64)
@@ -223,6 +242,8 @@ def run_datatrove(jsonl: Path, work: Path) -> dict:
                         "orjson", "spacy", "xxhash<3.6"], check=True)
     version = subprocess.run([str(py), "-c", "import datatrove, importlib.metadata as m; print(m.version('datatrove'))"],
                              capture_output=True, text=True).stdout.strip()
+    # datatrove skips tasks its logging folder marks complete: start from an empty folder
+    shutil.rmtree(work, ignore_errors=True)
     p = subprocess.run([str(py), "-c", DT_SCRIPT, str(jsonl), str(work)], capture_output=True, text=True)
     if p.returncode != 0:
         return {"error": p.stderr[-2000:], "version": version}
@@ -231,12 +252,41 @@ def run_datatrove(jsonl: Path, work: Path) -> dict:
     return out
 
 
+def report(results: dict) -> str:
+    """The figures BENCHMARKS.md quotes, from a results dict: docs/s per phase, the growth
+    of each phase between the smallest and largest size against n log n, and the per-core
+    ratio to datatrove on the same corpus."""
+    import math
+
+    sizes = sorted(int(k) for k, v in results.items() if k.isdigit() and "shardforge" in v)
+    lines = []
+    for n in sizes:
+        r = results[str(n)]["shardforge"]
+        phases = ", ".join(f"{k} {v} s ({n / v:,.0f} docs/s)" for k, v in r["timings"].items() if v)
+        lines.append(f"{n:,} docs: {phases}; whole stage {r['total_s']} s = {n / r['total_s']:,.0f} docs/s "
+                     f"({n / r['total_s'] / 2:,.0f} per core); peak JVM RSS {r['peak_jvm_rss_gb']} GB, "
+                     f"JVM + workers PSS {r.get('peak_tree_pss_gb', '?')} GB")
+        dt = results[str(n)].get("datatrove")
+        if dt and "total_s" in dt and dt.get("docs") == n:
+            lines.append(f"  datatrove on the same {n:,} docs: {dt['total_s']} s = {n / dt['total_s'] / 2:,.0f} docs/s "
+                         f"per core; shardforge / datatrove = {dt['total_s'] / r['total_s']:.2f}x")
+    if len(sizes) >= 2:
+        a, b = sizes[0], sizes[-1]
+        ra, rb = results[str(a)]["shardforge"], results[str(b)]["shardforge"]
+        nlogn = (b * math.log(b)) / (a * math.log(a))
+        growth = {k: round(rb["timings"][k] / v, 1) for k, v in ra["timings"].items() if v and k in rb["timings"]}
+        growth["whole stage"] = round(rb["total_s"] / ra["total_s"], 1)
+        lines.append(f"growth {a:,} -> {b:,} (linear x{b / a:.1f}, n log n x{nlogn:.1f}): "
+                     + ", ".join(f"{k} x{v}" for k, v in growth.items()))
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[100000])
     ap.add_argument("--datatrove", action="store_true", help="also run datatrove on the smallest size")
     ap.add_argument("--work", default="/tmp/shardforge-bench-dedup")
-    ap.add_argument("--memory", default="3g", help="spark.driver.memory (local mode: driver = executor)")
+    ap.add_argument("--memory", default="2g", help="spark.driver.memory (local mode: driver = executor)")
     ap.add_argument("--json", default="", help="results file (default: <work>/dedup.json)")
     ap.add_argument("--datatrove-docs", type=int, default=0,
                     help="run datatrove on the first N documents of the corpus only (0 = all)")
@@ -283,6 +333,7 @@ def main(argv=None) -> int:
             print(f"[{n}] datatrove: {json.dumps(r['datatrove'])}", flush=True)
         results[str(n)] = r
         Path(args.json).write_text(json.dumps(results, indent=2))
+    print(report(results), flush=True)
     return 0
 
 
