@@ -18,7 +18,8 @@ import sys
 import tempfile
 import time
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from procmem import PeakRss  # noqa: E402
 
 
 def main() -> int:
@@ -60,16 +61,20 @@ def main() -> int:
              .repartition(k, "_shard").sortWithinPartitions("_shard", "_h", "id")
              .drop("_shard", "_h").write.mode("overwrite").parquet(os.path.join(work, f"sorted-{n}")))
             native = time.perf_counter() - t0
+            mon = PeakRss(spark.sparkContext._gateway.proc.pid)
             t0 = time.perf_counter()
             m = build_shards(df, os.path.join(work, f"shards-{n}"),
                              ShardsSection(target_bytes=args.target_bytes, row_group_rows=1024),
                              config={}, source={"bench": n})
             took = time.perf_counter() - t0
+            mon.stop()
+            workers_gb, jvm_gb = mon.peak_children_pss / 2**30, mon.peak_root / 2**30
             assert m["total_rows"] == n
-            rows.append((n, m["num_shards"], base, native, took))
+            rows.append((n, m["num_shards"], base, native, took, workers_gb, jvm_gb))
             print(f"{n:>9} rows  {m['num_shards']:>3} shards  plain parquet {base:7.1f} s  "
                   f"repartition+sort+parquet {native:7.1f} s  build_shards {took:7.1f} s  "
-                  f"({n / took:,.0f} rows/s, {took / native:.2f}x Spark's own)", flush=True)
+                  f"({n / took:,.0f} rows/s, {took / native:.2f}x Spark's own); peak PSS of the "
+                  f"Python workers {workers_gb:.2f} GB, JVM RSS {jvm_gb:.2f} GB", flush=True)
             for d in (f"plain-{n}", f"sorted-{n}", f"shards-{n}", f"in-{n}"):
                 shutil.rmtree(os.path.join(work, d), ignore_errors=True)
     finally:
@@ -83,14 +88,16 @@ def main() -> int:
              "(no shuffle: the floor) and Spark's own hash-partition + sort + write "
              "(`repartition(k, pmod(xxhash64(id), k)).sortWithinPartitions(...).write.parquet`: the same "
              "work without fixed bytes, row groups in rows, checksums or a manifest).", "",
+             "Memory: peak PSS of the Python workers (all of them together) and peak RSS of the JVM "
+             "while `build_shards` runs (`bench/procmem.py`, polled twice a second).", "",
              "| rows | shards | plain write (s) | Spark repartition+sort+write (s) | `build_shards` (s) "
-             "| rows/s | vs Spark's own | vs plain |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    for n, k, base, native, took in rows:
+             "| rows/s | time vs Spark's own | time vs plain | Python workers peak PSS | JVM peak RSS |",
+             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for n, k, base, native, took, workers_gb, jvm_gb in rows:
         lines.append(f"| {n:,} | {k} | {base:.1f} | {native:.1f} | {took:.1f} | {n / took:,.0f} "
-                     f"| {took / native:.2f}x | {took / base:.2f}x |")
+                     f"| {took / native:.2f}x | {took / base:.2f}x | {workers_gb:.2f} GB | {jvm_gb:.2f} GB |")
     if len(rows) >= 2:
-        (n0, _, b0, _, t0_), (n1, _, b1, _, t1) = rows[0], rows[-1]
+        (n0, _, b0, _, t0_, _, _), (n1, _, b1, _, t1, _, _) = rows[0], rows[-1]
         lines += ["", f"Growth from {n0:,} to {n1:,} rows ({n1 / n0:.0f}x): build time x{t1 / t0_:.2f}, "
                       f"plain write x{b1 / b0:.2f} (linear would be x{n1 / n0:.0f})."]
     with open(args.out, "w") as fh:

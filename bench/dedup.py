@@ -14,11 +14,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -27,6 +25,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from procmem import PeakRss  # noqa: E402
+
 DT_VENV = Path("/root/.cache/shardforge/bench-venvs/datatrove")
 
 
@@ -65,66 +66,6 @@ def make_corpus(n: int, out: Path, *, dup_share: float = 0.1, seed: int = 0, jso
     if jf:
         jf.close()
     return {"docs": n, "planted_near_dups": planted}
-
-
-class PeakRss:
-    """Polls the memory of a process tree (the Spark JVM and its Python workers): peak RSS
-    of the JVM, peak summed RSS of the tree, and peak summed PSS of the tree (PSS splits
-    pages shared between processes, such as those of Python workers forked from one
-    daemon, so the tree's PSS is what it really holds; summed RSS counts them repeatedly)."""
-
-    def __init__(self, pid: int):
-        self.pid, self.peak_total, self.peak_root, self.peak_pss, self._stop = pid, 0, 0, 0, False
-        self.t = threading.Thread(target=self._run, daemon=True)
-        self.t.start()
-
-    def _tree(self):
-        kids = {}
-        for p in os.listdir("/proc"):
-            if p.isdigit():
-                try:
-                    ppid = int(open(f"/proc/{p}/stat").read().rsplit(")", 1)[1].split()[1])
-                    kids.setdefault(ppid, []).append(int(p))
-                except OSError:
-                    pass
-        todo, seen = [self.pid], []
-        while todo:
-            p = todo.pop()
-            seen.append(p)
-            todo += kids.get(p, [])
-        return seen
-
-    @staticmethod
-    def _rss(pid):
-        try:
-            for line in open(f"/proc/{pid}/status"):
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-        except OSError:
-            pass
-        return 0
-
-    @staticmethod
-    def _pss(pid):
-        try:
-            for line in open(f"/proc/{pid}/smaps_rollup"):
-                if line.startswith("Pss:"):
-                    return int(line.split()[1]) * 1024
-        except OSError:
-            pass
-        return 0
-
-    def _run(self):
-        while not self._stop:
-            pids = self._tree()
-            self.peak_root = max(self.peak_root, self._rss(self.pid))
-            self.peak_total = max(self.peak_total, sum(self._rss(p) for p in pids))
-            self.peak_pss = max(self.peak_pss, sum(self._pss(p) for p in pids))
-            time.sleep(0.5)
-
-    def stop(self):
-        self._stop = True
-        self.t.join()
 
 
 def run_spark(corpus: Path, work: Path, memory: str) -> dict:

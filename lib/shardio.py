@@ -1,8 +1,9 @@
 """Writing one shard file and publishing a build: pure pyarrow, no Spark.
 
-The Spark job calls `write_shard` once per shard on the executors and
+The Spark job streams each shard through a `ShardWriter` on the executors and calls
 `publish_build` once on the driver; tests and tools that make shards without Spark
-call the same two functions, so there is one writer and one layout.
+call `write_shard` (the same writer, one table at a time) and `publish_build`, so
+there is one writer and one layout.
 
 Bytes are a function of the rows and the writer settings only: fixed codec and
 level, fixed rows per row group, no timestamps (the Parquet `created_by` field
@@ -42,23 +43,6 @@ def shard_name(index: int, num_shards: int) -> str:
     return f"part-{index:05d}-of-{num_shards:05d}.parquet"
 
 
-def encode_shard(table: pa.Table, settings: WriterSettings) -> tuple[bytes, tuple[int, ...]]:
-    """The Parquet bytes of `table` (rows in the given order) and its row-group sizes."""
-    sink = pa.BufferOutputStream()
-    codec = None if settings.compression == "none" else settings.compression
-    level = settings.compression_level if codec in ("zstd", "gzip") else None
-    with pq.ParquetWriter(sink, table.schema, compression=codec or "none", compression_level=level,
-                          use_dictionary=True, write_statistics=True, version="2.6",
-                          data_page_version="1.0", store_schema=True) as writer:
-        for start in range(0, table.num_rows, settings.row_group_rows):
-            writer.write_table(table.slice(start, settings.row_group_rows),
-                               row_group_size=settings.row_group_rows)
-    data = sink.getvalue().to_pybytes()
-    groups = tuple(min(settings.row_group_rows, table.num_rows - s)
-                   for s in range(0, table.num_rows, settings.row_group_rows))
-    return data, groups
-
-
 def _local(path: str) -> str:
     return path[len("file://"):] if path.startswith("file://") else path
 
@@ -74,24 +58,132 @@ def _fs(path: str):
     return fs.LocalFileSystem(), os.path.abspath(_local(path))
 
 
-def write_bytes(path: str, data: bytes) -> None:
-    """Write a whole file (local path or a URI pyarrow.fs understands)."""
-    filesystem, p = _fs(path)
-    parent = p.rsplit("/", 1)[0]
-    filesystem.create_dir(parent, recursive=True)
-    with filesystem.open_output_stream(p) as out:
-        out.write(data)
+class _HashingSink:
+    """A file-like object for ParquetWriter: forwards bytes to a pyarrow output stream
+    and keeps their sha256 and count, so a shard is hashed as it is written."""
+
+    def __init__(self, out):
+        self._out = out
+        self.sha = hashlib.sha256()
+        self.size = 0
+        self.closed = False
+
+    def write(self, data) -> int:
+        view = memoryview(data)
+        self.sha.update(view)
+        self._out.write(view)
+        self.size += view.nbytes
+        return view.nbytes
+
+    def tell(self) -> int:
+        return self.size
+
+    def flush(self) -> None:
+        pass
+
+    def writable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return False
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            self._out.close()
+
+
+class ShardWriter:
+    """Streams one shard into the staging folder: rows arrive already in shard order,
+    in tables of any size, and leave as row groups of exactly `row_group_rows` rows
+    (the last one shorter). Memory is one row group plus the Parquet writer's buffers,
+    whatever the shard's size. Each row group is written from one contiguous chunk,
+    so the bytes do not depend on how the rows were batched on the way in.
+
+    The file is written under a temporary name and renamed by `close()`, so a retried
+    task never leaves a half-written shard under the final name.
+    """
+
+    def __init__(self, staging_dir: str, index: int, num_shards: int, schema: pa.Schema,
+                 settings: WriterSettings):
+        self.index, self.num_shards, self.schema, self.settings = index, num_shards, schema, settings
+        self.name = shard_name(index, num_shards)
+        base = staging_dir.rstrip("/")
+        self.final = f"{base}/{self.name}"
+        self.tmp = f"{base}/.{self.name}.{uuid.uuid4().hex}.tmp"
+        self._fs, tmp = _fs(self.tmp)
+        self._fs.create_dir(tmp.rsplit("/", 1)[0], recursive=True)
+        self._sink = _HashingSink(self._fs.open_output_stream(tmp))
+        codec = None if settings.compression == "none" else settings.compression
+        level = settings.compression_level if codec in ("zstd", "gzip") else None
+        self._writer = pq.ParquetWriter(self._sink, schema, compression=codec or "none",
+                                        compression_level=level, use_dictionary=True,
+                                        write_statistics=True, version="2.6",
+                                        data_page_version="1.0", store_schema=True)
+        self._pending: list[pa.Table] = []
+        self._pending_rows = 0
+        self.rows = 0
+        self.groups: list[int] = []
+
+    def write(self, table: pa.Table) -> None:
+        """Append rows (in order); full row groups are written out at once."""
+        if table.num_rows == 0:
+            return
+        if table.schema != self.schema:
+            table = table.select(self.schema.names).cast(self.schema)
+        self._pending.append(table)
+        self._pending_rows += table.num_rows
+        size = self.settings.row_group_rows
+        while self._pending_rows >= size:
+            self._flush(size)
+
+    def _flush(self, n: int) -> None:
+        pending = pa.concat_tables(self._pending)
+        group = pending.slice(0, n).combine_chunks()
+        rest = pending.slice(n)
+        self._pending = [rest] if rest.num_rows else []
+        self._pending_rows = rest.num_rows
+        self._writer.write_table(group, row_group_size=self.settings.row_group_rows)
+        self.rows += group.num_rows
+        self.groups.append(group.num_rows)
+
+    def close(self) -> ShardInfo:
+        """Write the last row group, close the file and move it to its final name."""
+        if self._pending_rows:
+            self._flush(self._pending_rows)
+        self._writer.close()
+        self._sink.close()
+        _, tmp = _fs(self.tmp)
+        _, final = _fs(self.final)
+        self._fs.move(tmp, final)
+        return ShardInfo(index=self.index, file=self.name, rows=self.rows, bytes=self._sink.size,
+                         sha256=self._sink.sha.hexdigest(), row_groups=tuple(self.groups))
+
+    def abort(self) -> None:
+        """Give up on this shard: close what is open and delete the temporary file."""
+        try:
+            self._writer.close()
+        except Exception:   # the writer may be the reason we are aborting
+            pass
+        self._sink.close()
+        try:
+            self._fs.delete_file(_fs(self.tmp)[1])
+        except OSError:
+            pass
 
 
 def write_shard(table: pa.Table, staging_dir: str, index: int, num_shards: int,
                 settings: WriterSettings) -> ShardInfo:
-    """Encode and write one shard into the staging folder; returns its manifest entry
-    (with `file` relative to the staging folder: the build id is not known yet)."""
-    data, groups = encode_shard(table, settings)
-    name = shard_name(index, num_shards)
-    write_bytes(f"{staging_dir.rstrip('/')}/{name}", data)
-    return ShardInfo(index=index, file=name, rows=table.num_rows, bytes=len(data),
-                     sha256=hashlib.sha256(data).hexdigest(), row_groups=groups)
+    """Write one whole shard (rows in the given order) into the staging folder; returns
+    its manifest entry (with `file` relative to the staging folder: the build id is not
+    known yet). The same `ShardWriter` the Spark job streams through."""
+    writer = ShardWriter(staging_dir, index, num_shards, table.schema, settings)
+    try:
+        writer.write(table)
+        return writer.close()
+    except BaseException:
+        writer.abort()
+        raise
 
 
 def new_staging_dir(output: str) -> str:

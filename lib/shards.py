@@ -1,10 +1,12 @@
 """Building a shard build from a DataFrame on Spark: the shard contract's Spark side.
 
-`build_shards(df, output, cfg, ...)` assigns `shard = pmod(xxhash64(key), n)`, hands
-each shard's rows to one Python task (`groupBy(shard).applyInArrow`), which sorts
-them by (xxhash64(key), key, row hash) and writes the file with the one writer in
-`shardio`; empty shards are written on the driver; then the build is published
-atomically. Only per-shard statistics (one small row per shard) reach the driver.
+`build_shards(df, output, cfg, ...)` assigns `shard = pmod(xxhash64(key), n)`,
+hash-partitions the rows by shard and sorts each partition by (shard, xxhash64(key),
+key, row hash) in the JVM (the sort spills to disk); a `mapInArrow` task then streams
+each partition's Arrow batches through the one writer in `shardio`, one shard after
+another, so a Python worker holds one batch and one row group, never a whole shard.
+Empty shards are written on the driver; then the build is published atomically.
+Only per-shard statistics (one small row per shard) reach the driver.
 The bytes depend on the rows and the writer settings only: not on partitioning,
 executor count, task retries or time.
 """
@@ -15,6 +17,7 @@ import logging
 import math
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -22,7 +25,7 @@ from pyspark.sql.types import MapType
 
 from .config import ShardsSection
 from .keys import key_hash_expr, shard_expr
-from .shardio import WriterSettings, new_staging_dir, publish_build, shard_name, write_shard
+from .shardio import ShardWriter, WriterSettings, new_staging_dir, publish_build, shard_name, write_shard
 from .manifest import ShardInfo
 
 log = logging.getLogger("shardforge.shards")
@@ -79,22 +82,45 @@ def size_input(df: DataFrame, cfg: ShardsSection) -> tuple[int, int]:
     raise ShardBuildError("shards: set num_shards, target_rows or target_bytes")
 
 
-def _writer(staging: str, num_shards: int, key: str, schema: pa.Schema, settings: WriterSettings,
+def _writer(staging: str, num_shards: int, schema: pa.Schema, settings: WriterSettings,
             fail_after: int | None):
+    """The mapInArrow function: batches sorted by (shard, hash, key, row hash) in, one
+    statistics row per shard written out."""
     names = schema.names
 
-    def write_group(group_key, table):  # no annotations: pyspark infers the UDF kind from them
-        shard = int(group_key[0].as_py())
-        if fail_after is not None and shard >= fail_after:
-            raise InjectedFault(f"injected fault while writing shard {shard}")
-        table = table.sort_by([("_h", "ascending"), (key, "ascending"), ("_rh", "ascending")])
-        table = table.select(names).cast(schema)
-        info = write_shard(table, staging, shard, num_shards, settings)
-        return pa.table({"shard": pa.array([shard], pa.int32()), "rows": [info.rows],
-                         "bytes": [info.bytes], "sha256": [info.sha256],
-                         "row_groups": [json.dumps(list(info.row_groups))]})
+    def stats(info):
+        return pa.RecordBatch.from_pydict(
+            {"shard": pa.array([info.index], pa.int32()), "rows": pa.array([info.rows], pa.int64()),
+             "bytes": pa.array([info.bytes], pa.int64()), "sha256": [info.sha256],
+             "row_groups": [json.dumps(list(info.row_groups))]})
 
-    return write_group
+    def write_partition(batches):  # no annotations: pyspark infers the UDF kind from them
+        writer, done = None, set()
+        try:
+            for rb in batches:
+                shard = rb.column("_shard").to_numpy()
+                cuts = [0, *(np.flatnonzero(shard[1:] != shard[:-1]) + 1).tolist(), rb.num_rows]
+                for start, end in zip(cuts, cuts[1:]):
+                    index = int(shard[start])
+                    if writer is None or writer.index != index:
+                        if writer is not None:
+                            yield stats(writer.close())
+                            writer = None
+                        if index in done:
+                            raise RuntimeError(f"shards: rows of shard {index} arrived out of order")
+                        if fail_after is not None and index >= fail_after:
+                            raise InjectedFault(f"injected fault while writing shard {index}")
+                        done.add(index)
+                        writer = ShardWriter(staging, index, num_shards, schema, settings)
+                    writer.write(pa.Table.from_batches([rb.slice(start, end - start)]).select(names))
+            if writer is not None:
+                yield stats(writer.close())
+                writer = None
+        finally:
+            if writer is not None:
+                writer.abort()
+
+    return write_partition
 
 
 def build_shards(df: DataFrame, output: str, cfg: ShardsSection, *, source: dict[str, Any],
@@ -118,9 +144,8 @@ def build_shards(df: DataFrame, output: str, cfg: ShardsSection, *, source: dict
     hashable = [F.col(f"`{f.name}`") for f in df.schema.fields if not isinstance(f.dataType, MapType)]
     keyed = df.select("*", shard_expr(cfg.key, num_shards).alias("_shard"),
                       key_hash_expr(cfg.key).alias("_h"), F.xxhash64(*hashable).alias("_rh"))
-    stats = (keyed.groupBy("_shard")
-             .applyInArrow(_writer(staging, num_shards, cfg.key, schema, settings, _fail_after_shard), _STATS)
-             .collect())
+    ordered = keyed.repartition("_shard").sortWithinPartitions("_shard", "_h", F.col(f"`{cfg.key}`"), "_rh")
+    stats = ordered.mapInArrow(_writer(staging, num_shards, schema, settings, _fail_after_shard), _STATS).collect()
     infos = {r["shard"]: ShardInfo(index=r["shard"], file=shard_name(r["shard"], num_shards), rows=r["rows"],
                                    bytes=r["bytes"], sha256=r["sha256"],
                                    row_groups=tuple(json.loads(r["row_groups"])))

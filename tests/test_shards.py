@@ -85,6 +85,63 @@ def test_rows_sit_in_the_shard_python_computes_in_contract_order(spark, table, t
     assert [f["name"] for f in m["schema"]] == ["id", "text", "source", "pii_counts"]
 
 
+def test_arrow_batch_size_does_not_change_the_bytes(spark, tmp_path):
+    """The writer streams: a shard's rows reach it in many Arrow batches or in one, and
+    several shards share a batch. Same rows, same bytes either way; rows (including
+    non-ASCII keys) in contract order."""
+    from shardforge.shards import build_shards
+
+    df = _docs(spark, 2000).unionByName(spark.createDataFrame(
+        [(k, "t", None, {}) for k in ("ü-1", "日本-2", "z", "Z", "a\u0000b", "")],
+        "id string, text string, source string, pii_counts map<string,int>"))
+    cfg = ShardsSection(num_shards=5, row_group_rows=64)
+    key = "spark.sql.execution.arrow.maxRecordsPerBatch"
+    old = spark.conf.get(key)
+    try:
+        spark.conf.set(key, "7")
+        small = build_shards(df, str(tmp_path / "small"), cfg, config={}, source={})
+        spark.conf.set(key, "100000")
+        large = build_shards(df.repartition(3), str(tmp_path / "large"), cfg, config={}, source={})
+    finally:
+        spark.conf.set(key, old)
+    assert [s["sha256"] for s in small["shards"]] == [s["sha256"] for s in large["shards"]]
+    man = read_manifest(str(tmp_path / "small"))
+    seen = []
+    for s in man.shards:
+        ids = pq.read_table(man.path_of(s), columns=["id"]).column("id").to_pylist()
+        assert ids == sorted(ids, key=lambda k: (spark_xxhash64(k), k.encode()))
+        assert all(shard_of(i, 5) == s.index for i in ids)
+        seen += ids
+    assert len(seen) == 2006 and {"ü-1", "日本-2", "", "a\u0000b"} <= set(seen)
+
+
+def test_shard_writer_streams_to_the_same_bytes_as_one_table(tmp_path):
+    """ShardWriter fed in uneven pieces writes the file write_shard writes from the whole
+    table: same row groups, same sha256, nothing left under a temporary name; abort()
+    removes its temporary file."""
+    import pyarrow as pa
+
+    from shardforge.shardio import ShardWriter, WriterSettings, write_shard
+
+    n = 2500
+    table = pa.table({"id": [f"k{i:05d}" for i in range(n)], "x": list(range(n)),
+                      "t": [None if i % 9 == 0 else "w" * (i % 40) for i in range(n)]})
+    settings = WriterSettings(row_group_rows=300)
+    whole = write_shard(table, str(tmp_path / "a"), 0, 1, settings)
+    writer = ShardWriter(str(tmp_path / "b"), 0, 1, table.schema, settings)
+    for start, size in ((0, 1), (1, 299), (300, 0), (300, 1000), (1300, 7), (1307, 1193)):
+        writer.write(table.slice(start, size))
+    streamed = writer.close()
+    assert streamed == whole
+    assert whole.row_groups == (300,) * 8 + (100,)
+    assert (tmp_path / "a" / whole.file).read_bytes() == (tmp_path / "b" / streamed.file).read_bytes()
+    assert sorted(os.listdir(tmp_path / "b")) == [whole.file]
+    aborted = ShardWriter(str(tmp_path / "c"), 1, 2, table.schema, settings)
+    aborted.write(table.slice(0, 700))
+    aborted.abort()
+    assert os.listdir(tmp_path / "c") == []
+
+
 def test_empty_shards_are_written(spark, tmp_path):
     from shardforge.shards import build_shards
 
