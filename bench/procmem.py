@@ -36,24 +36,21 @@ class PeakRss:
         return seen
 
     @staticmethod
-    def _rss(pid):
+    def _kib_field(path: str, name: str) -> int:
+        """Bytes of a `name: <n> kB` line of a /proc file; 0 when the process is gone."""
         try:
-            for line in open(f"/proc/{pid}/status"):
-                if line.startswith("VmRSS:"):
+            for line in open(path):
+                if line.startswith(name):
                     return int(line.split()[1]) * 1024
         except OSError:
             pass
         return 0
 
-    @staticmethod
-    def _pss(pid):
-        try:
-            for line in open(f"/proc/{pid}/smaps_rollup"):
-                if line.startswith("Pss:"):
-                    return int(line.split()[1]) * 1024
-        except OSError:
-            pass
-        return 0
+    def _rss(self, pid):
+        return self._kib_field(f"/proc/{pid}/status", "VmRSS:")
+
+    def _pss(self, pid):
+        return self._kib_field(f"/proc/{pid}/smaps_rollup", "Pss:")
 
     def _run(self):
         while not self._stop:
