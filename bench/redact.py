@@ -164,8 +164,8 @@ def main(argv=None) -> int:
     big = 5 if args.quick else 50
     cmd = "python bench/redact.py" + (" --quick" if args.quick else "")
     sections = [f"## PII redaction (`{cmd}`)\n",
-                f"Machine: 2 cores, 24 GiB (shared with other jobs; single core pinned), "
-                f"Python {platform.python_version()}.\n"]
+                f"Machine: {os.cpu_count()} cores, single core pinned, Python {platform.python_version()}; "
+                f"load average at the start {os.getloadavg()[0]:.2f}.\n"]
     print("accuracy ...", flush=True)
     sections += ["### Accuracy per kind\n", accuracy() + "\n"]
     print("throughput vs scrubadub ...", flush=True)
