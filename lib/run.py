@@ -11,7 +11,6 @@ import datetime as _dt
 import json
 import logging
 import os
-import shutil
 import time
 from contextlib import contextmanager
 from typing import Any
@@ -41,7 +40,7 @@ class Run:
         self.output = output
         self.rejected: list[DataFrame] = []
         self._persisted: list[DataFrame] = []
-        self._cleanup: list[str] = []
+        self._cleanup: list[tuple[Any, str]] = []
         self.report: dict[str, Any] = {
             "run": {"name": name, "started": _now(), "finished": None, "shardforge_version": __version__,
                     "master": master, "output": output, "config": config},
@@ -94,9 +93,10 @@ class Run:
             out = out.unionByName(df)
         return out
 
-    def cleanup(self, path: str) -> None:
-        """Remove `path` (a local scratch folder, e.g. checkpoints) when the run finishes."""
-        self._cleanup.append(path)
+    def cleanup(self, spark, path: str) -> None:
+        """Remove `path` (a scratch folder Spark wrote, e.g. checkpoints; any filesystem
+        Spark can write to) when the run finishes."""
+        self._cleanup.append((spark, path))
 
     def finish(self, out_dir: str | None = None) -> dict[str, Any]:
         self.report["run"]["finished"] = _now()
@@ -104,9 +104,10 @@ class Run:
         write_report(self.report, out_dir)
         for df in self._persisted:
             df.unpersist()
-        for path in self._cleanup:
-            if "://" not in path or path.startswith("file://"):
-                shutil.rmtree(path.removeprefix("file://"), ignore_errors=True)
+        from .session import delete_path
+
+        for spark, path in self._cleanup:
+            delete_path(spark, path)
         return self.report
 
 

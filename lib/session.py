@@ -111,3 +111,13 @@ def get_spark(cfg: SparkSection | None = None, *, master: str | None = None):
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("SHARDFORGE_SPARK_LOG_LEVEL", "WARN"))
     return spark
+
+
+def delete_path(spark, path: str) -> None:
+    """Delete a folder (recursively) or file that Spark wrote, through Hadoop's FileSystem:
+    the same resolution Spark used to write it (a relative path lands on the default
+    filesystem, HDFS on a YARN cluster), and any scheme it knows (file, hdfs, s3a, ...).
+    A missing path is not an error."""
+    jvm = spark.sparkContext._jvm
+    hpath = jvm.org.apache.hadoop.fs.Path(path)
+    hpath.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).delete(hpath, True)

@@ -158,7 +158,7 @@ def dedup_step(spark: SparkSession, cfg: Config, run: Run, docs: DataFrame, n: i
     audit = run.persist(res.audit)
     run.report["duplicates"] = summary(audit)
     merge_new(spark, audit, layout.dedup_audit, key="id")
-    run.cleanup(checkpoint)
+    run.cleanup(spark, checkpoint)
     return out, lambda: update_side_table(spark, res.signatures, layout.dedup_state)
 
 

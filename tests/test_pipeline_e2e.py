@@ -61,6 +61,7 @@ def test_every_row_is_accounted_for(spark, demo_run):
     assert rejects.filter("record IS NULL OR reason IS NULL").count() == 0
     assert sum(s["rows"] for s in [{"rows": r} for r in report["shards"]["rows"]]) == curated
     assert json.loads((out / "report.json").read_text())["shards"]["build_id"] == report["shards"]["build_id"]
+    assert not (out / "_checkpoints").exists()      # dedup's scratch folder is removed at the end
 
 
 @pytest.mark.slow

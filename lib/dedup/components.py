@@ -38,10 +38,9 @@ class Materializer:
     def delete(self, name: str) -> None:
         if not self.root:
             return
-        jvm = self.spark.sparkContext._jvm
-        hpath = jvm.org.apache.hadoop.fs.Path(self.path(name))
-        fs = hpath.getFileSystem(self.spark.sparkContext._jsc.hadoopConfiguration())
-        fs.delete(hpath, True)
+        from shardforge.session import delete_path
+
+        delete_path(self.spark, self.path(name))
 
 
 def _canonical(edges: DataFrame) -> DataFrame:
