@@ -139,16 +139,17 @@ def hash_strings(arr: pa.Array) -> np.ndarray:
     return splitmix64(out)
 
 
-def shingle_hashes(texts: pa.Array, shingle_size: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def shingle_hashes(texts: pa.Array, shingle_size: int,
+                   tokens: tuple[pa.Array, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Word n-gram shingle hashes of a batch of normalised texts.
 
-    Tokens are the whitespace-separated words (`utf8_split_whitespace`). Returns
-    (hashes, starts, counts): shingles of document i are hashes[starts[i]:starts[i]+counts[i]];
-    counts[i] = max(0, tokens_i - shingle_size + 1), so documents with fewer tokens
-    than the shingle size have none (the stage keeps them out of near-dedup). Also
-    returns token counts via `token_counts`.
+    Tokens are the whitespace-separated words (`tokenize`; pass its result as `tokens`
+    when it is already at hand). Returns (hashes, starts, counts): shingles of document i
+    are hashes[starts[i]:starts[i]+counts[i]]; counts[i] = max(0, tokens_i - shingle_size + 1),
+    so documents with fewer tokens than the shingle size have none (the stage keeps them
+    out of near-dedup).
     """
-    flat, ntok = _tokens(texts)
+    flat, ntok = tokenize(texts) if tokens is None else tokens
     th = hash_strings(flat)
     k = shingle_size
     counts = np.maximum(ntok - k + 1, 0)
@@ -167,7 +168,7 @@ def shingle_hashes(texts: pa.Array, shingle_size: int) -> tuple[np.ndarray, np.n
     return splitmix64(acc), sh_doc_start, counts
 
 
-def _tokens(texts: pa.Array) -> tuple[pa.Array, np.ndarray]:
+def tokenize(texts: pa.Array) -> tuple[pa.Array, np.ndarray]:
     """(non-empty whitespace-separated tokens of all texts, flat; token count per text)."""
     lists = pc.utf8_split_whitespace(pc.fill_null(texts, ""))
     per = pc.list_value_length(lists).to_numpy(zero_copy_only=False).astype(np.int64)
@@ -181,17 +182,19 @@ def _tokens(texts: pa.Array) -> tuple[pa.Array, np.ndarray]:
 
 def token_counts(texts: pa.Array) -> np.ndarray:
     """Number of whitespace-separated tokens per text (nulls count as empty)."""
-    return _tokens(texts)[1]
+    return tokenize(texts)[1]
 
 
-def signatures(texts: pa.Array, params: MinHashParams) -> tuple[np.ndarray, np.ndarray]:
+def signatures(texts: pa.Array, params: MinHashParams,
+               tokens: tuple[pa.Array, np.ndarray] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """MinHash signatures (n x num_perm uint64) and a mask of documents that have one
     (at least `shingle_size` tokens). Rows without a signature are all-ones (2^64-1).
+    `tokens`: `tokenize(texts)`, when the caller has it already.
 
     h_p(s) = a_p * s + b_p mod 2^64 over splitmix-mixed shingle hashes s; the
     signature is the per-document minimum. Cost O(shingles x num_perm), no Python loop per row.
     """
-    sh, starts, counts = shingle_hashes(texts, params.shingle_size)
+    sh, starts, counts = shingle_hashes(texts, params.shingle_size, tokens)
     n = len(counts)
     sig = np.full((n, params.num_perm), _MASK, dtype=_U)
     has = counts > 0

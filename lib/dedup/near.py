@@ -39,8 +39,9 @@ def _sig_batches(batches: Iterator[pa.RecordBatch], params: mh.MinHashParams) ->
         for start in range(0, big.num_rows, SUB_BATCH_ROWS):
             rb = big.slice(start, SUB_BATCH_ROWS)
             texts = rb.column("norm")
-            sig, has = mh.signatures(texts, params)
-            ntok = mh.token_counts(texts).astype(np.int32)
+            tokens = mh.tokenize(texts)       # split once: for the signature and the token count
+            sig, has = mh.signatures(texts, params, tokens)
+            ntok = tokens[1].astype(np.int32)
             bands = mh.band_hashes(sig, params)
             mask = pa.array(~has)
             sig_arr = pa.compute.if_else(mask, pa.scalar(None, pa.binary()), mh.signature_to_bytes(sig))
