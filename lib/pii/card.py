@@ -49,11 +49,14 @@ def brand_ok(digits: str) -> bool:
     return False
 
 
-def _valid(text: str, s: int, e: int, include_reserved: bool) -> bool:
-    digits = text[s:e].replace(" ", "").replace("-", "")
+def _runs_on(text: str, e: int) -> bool:
+    """True if the number ending at `e` continues: a word character follows, or one of
+    `.-,` followed by a digit."""
     n = len(text)
-    if e < n and (text[e].isalnum() or text[e] == "_" or (text[e] in ".-," and e + 1 < n and text[e + 1].isdigit())):
-        return False
+    return e < n and (text[e].isalnum() or text[e] == "_" or (text[e] in ".-," and e + 1 < n and text[e + 1].isdigit()))
+
+
+def _checksums_ok(digits: str) -> bool:
     return brand_ok(digits) and luhn_ok(digits)
 
 
@@ -61,7 +64,6 @@ def find(text: str, include_reserved: bool = False, starts: list[int] | None = N
     """CREDIT_CARD spans; validated by grouping, issuer prefix and Luhn. `starts`:
     the shared `number_starts(text)`, computed here when not given."""
     out = []
-    n = len(text)
     last_end = -1
     for s in number_starts(text) if starts is None else starts:
         if s < last_end or not text[s].isdigit():
@@ -70,11 +72,11 @@ def find(text: str, include_reserved: bool = False, starts: list[int] | None = N
         if m is None:
             continue
         e = m.end()
-        if m.group(1) and e - s == 23 and not _valid(text, s, e, include_reserved):
+        if m.group(1) and e - s == 23 and (_runs_on(text, e) or not _checksums_ok(text[s:e].replace(" ", "").replace("-", ""))):
             e -= 4                                  # 4-4-4-4-3 failed: the 3 may start the next number
         while e > s and not text[e - 1].isdigit():
             e -= 1
-        if e < n and (text[e].isalnum() or text[e] == "_" or (text[e] in ".-," and e + 1 < n and text[e + 1].isdigit())):
+        if _runs_on(text, e):
             continue
         cand = text[s:e]
         seps = {ch for ch in cand if not ch.isdigit()}
@@ -88,7 +90,7 @@ def find(text: str, include_reserved: bool = False, starts: list[int] | None = N
         digits = cand.replace(" ", "").replace("-", "")
         if _IBAN_HEAD.search(text, max(0, s - 5), s):
             continue
-        if not 13 <= len(digits) <= 19 or not brand_ok(digits) or not luhn_ok(digits):
+        if not 13 <= len(digits) <= 19 or not _checksums_ok(digits):
             continue
         if not include_reserved and (digits in TEST_NUMBERS or len(set(digits)) <= 2):
             continue                                # test numbers, 4444 4444 4444 4448 and the like
