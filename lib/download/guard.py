@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import ipaddress
 import socket
+import threading
+import time
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
@@ -93,15 +95,11 @@ class CachedResolver:
     connected peer is checked again anyway; it only saves lookups."""
 
     def __init__(self, ttl: float = 300.0):
-        import threading
-
         self.ttl = ttl
         self._cache: dict = {}
         self._lock = threading.Lock()
 
     def __call__(self, host: str, port: int) -> list[str]:
-        import time
-
         now = time.monotonic()
         with self._lock:
             hit = self._cache.get((host, port))

@@ -18,6 +18,7 @@ from pyspark.sql.types import (BinaryType, DoubleType, IntegerType, LongType, St
                                StructField, StructType, TimestampType)
 
 from .fetch import TRANSIENT
+from .worker import DUPLICATE_ERROR, INPUT as INPUT_COLS
 
 RESULT = StructType([
     StructField("url", StringType()), StructField("caption", StringType()), StructField("meta", StringType()),
@@ -32,11 +33,9 @@ RESULT = StructType([
     StructField("original_width", IntegerType()), StructField("original_height", IntegerType()),
     StructField("image_format", StringType()),
 ])
-INPUT_COLS = ("url", "caption", "meta", "source", "expect")
 FETCH_COLS = tuple(f.name for f in RESULT.fields if f.name not in INPUT_COLS)
 # Columns that differ between two runs of the same list by nature (wall clock).
 TIMING_COLS = ("fetched_at", "fetch_seconds")
-DUPLICATE_ERROR = "the same url appears earlier in the list"
 
 
 class DownloadResult(NamedTuple):

@@ -38,7 +38,7 @@ ARROW = pa.schema([
     ("image_width", pa.int32()), ("image_height", pa.int32()), ("original_width", pa.int32()),
     ("original_height", pa.int32()), ("image_format", pa.string()),
 ])
-INPUT = ("url", "caption", "meta", "source", "expect")
+INPUT = ("url", "caption", "meta", "source", "expect")     # the url-list columns every result row carries
 DUPLICATE_ERROR = "the same url appears earlier in the list"
 
 
