@@ -45,13 +45,18 @@ def serve(folder: Path, port: int = 0):
 
 
 def write_url_list(base: str, out: Path) -> Path:
+    """The sample's URL list for a server at `base`, as CSV. An unchanged list is not rewritten,
+    so a rerun after a crash sees the same input (same size and modification time) and resumes."""
     out.mkdir(parents=True, exist_ok=True)
     path = out / "urls.csv"
-    with open(SAMPLE / "web" / "urls.txt", encoding="utf-8") as src, open(path, "w", encoding="utf-8") as dst:
-        dst.write("url,caption\n")
+    lines = ["url,caption\n"]
+    with open(SAMPLE / "web" / "urls.txt", encoding="utf-8") as src:
         for line in src:
             rel, caption = line.rstrip("\n").split("\t")
-            dst.write(f"{base}/{rel},\"{caption}\"\n")
+            lines.append(f"{base}/{rel},\"{caption}\"\n")
+    text = "".join(lines)
+    if not path.exists() or path.read_text(encoding="utf-8") != text:
+        path.write_text(text, encoding="utf-8")
     return path
 
 

@@ -15,6 +15,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
+from .stages import DEFAULT_STAGES, check_stages
+
 
 class ConfigError(ValueError):
     """A config file or override that cannot be used; the message names the key."""
@@ -27,8 +29,9 @@ class PipelineSection:
     urls: tuple[str, ...] = ()   # URL lists to download (default --urls)
     output: str = ""           # default --output
     input_format: str = "auto"  # auto | jsonl | parquet | text | delta
-    stages: tuple[str, ...] = ("ingest", "clean", "redact", "dedup", "build-shards")
+    stages: tuple[str, ...] = DEFAULT_STAGES   # exactly the stages that run, in shardforge.stages.ORDER
     write_raw: bool = True      # keep the ingested rows as the `raw` Delta table
+    lock_timeout: float = 120.0  # seconds without a heartbeat after which another host's run lock is stale
 
 
 @dataclass(frozen=True)
@@ -180,6 +183,16 @@ class Config:
         return dataclasses.replace(self, **sections)
 
 
+def recorded_config(cfg: Config) -> dict[str, Any]:
+    """What a run's report and a build's manifest record of the config: everything but where
+    it ran (`[spark]`) and its paths (`pipeline.input`, `urls`, `output`)."""
+    d = cfg.to_dict()
+    d.pop("spark", None)
+    for k in ("input", "urls", "output"):
+        d["pipeline"].pop(k, None)
+    return d
+
+
 CHOICES: dict[str, tuple[str, ...]] = {
     "pipeline.input_format": ("auto", "jsonl", "parquet", "text", "delta"),
     "download.image_resize_mode": ("none", "keep_ratio", "center_crop", "border"),
@@ -191,7 +204,6 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "dedup.rank_by": ("length", "quality", "none"),
     "shards.compression": ("zstd", "snappy", "gzip", "none"),
 }
-STAGES = ("ingest", "clean", "redact", "dedup", "build-shards")
 
 
 def _plain(value: Any) -> Any:
@@ -255,9 +267,12 @@ def _check_ranges(name: str, obj: Any) -> None:
         if isinstance(v, (int, float)) and not isinstance(v, bool) and v < 0:
             raise ConfigError(f"{name}.{f.name}: must be >= 0, got {v!r}")
     if name == "pipeline":
-        bad = [s for s in obj.stages if s not in STAGES]
-        if bad:
-            raise ConfigError(f"pipeline.stages: unknown stage {bad[0]!r} (known: {', '.join(STAGES)})")
+        try:
+            check_stages(obj.stages)
+        except ValueError as exc:
+            raise ConfigError(f"pipeline.stages: {exc}") from None
+        if obj.lock_timeout <= 0:
+            raise ConfigError(f"pipeline.lock_timeout: must be > 0, got {obj.lock_timeout!r}")
     if name == "dedup" and not 0.0 < obj.threshold <= 1.0:
         raise ConfigError(f"dedup.threshold: must be in (0, 1], got {obj.threshold!r}")
     if name == "dedup" and obj.shingle_size < 1:

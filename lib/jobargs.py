@@ -74,7 +74,7 @@ def require(cfg: Config, what: str, prog: str) -> str:
 
 
 def user_errors() -> tuple[type[BaseException], ...]:
-    """Exceptions that mean bad input or config (a message, exit 2), not a bug (a traceback)."""
+    """Exceptions that mean bad usage, config or input (a message naming the key or path, exit 2)."""
     from .config import ConfigError
     from .manifest import ManifestError
 
@@ -82,21 +82,44 @@ def user_errors() -> tuple[type[BaseException], ...]:
     try:
         from .ingest import InputError
         from .shards import ShardBuildError
-        from shardforge.schemas import SchemaMismatch
 
-        errors += [InputError, ShardBuildError, SchemaMismatch]
+        errors += [InputError, ShardBuildError]
     except ImportError:  # no pyspark: only the Spark-free commands run
         pass
     return tuple(errors)
 
 
+def contract_errors() -> tuple[type[BaseException], ...]:
+    """Exceptions that mean the data broke a contract: rows lost or a schema off (exit 3)."""
+    try:
+        from .run import AccountingError
+        from shardforge.schemas import SchemaMismatch
+    except ImportError:
+        return ()
+    return (AccountingError, SchemaMismatch)
+
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE, EXIT_CONTRACT = 0, 1, 2, 3
+
+
 def guarded(prog: str, fn, *args, **kwargs) -> int:
-    """Run a job's body; user errors print `prog: error: ...` and return 2."""
+    """Run a job's body and map what it raises to the exit codes schedulers rely on:
+    0 success; 2 bad usage, config or input (the message names the key or path);
+    3 an accounting or data-contract violation; 1 anything else (a run lock held by a
+    live run included: retrying later can succeed)."""
+    from .lock import LockHeld
+
     try:
         return fn(*args, **kwargs)
     except user_errors() as exc:
         sys.stderr.write(f"{prog}: error: {exc}\n")
-        return 2
+        return EXIT_USAGE
+    except contract_errors() as exc:
+        sys.stderr.write(f"{prog}: data contract violated: {exc}\n")
+        return EXIT_CONTRACT
+    except LockHeld as exc:
+        sys.stderr.write(f"{prog}: output is busy: {exc}\n")
+        return EXIT_ERROR
 
 
 def urls_flag(p: argparse.ArgumentParser) -> None:
@@ -104,17 +127,41 @@ def urls_flag(p: argparse.ArgumentParser) -> None:
                    help="URL list to download (CSV, TSV, JSONL or Parquet with a `url` column; repeatable)")
 
 
+def run_flags(p: argparse.ArgumentParser) -> None:
+    """Flags of every job that runs stages: resume control."""
+    p.add_argument("--restart", action="store_true",
+                   help="ignore the completed stages of an earlier, unfinished run into this output")
+    p.add_argument("--keep-intermediate", action="store_true",
+                   help="keep each stage's written outputs and markers (<output>/_run) after success")
+
+
+def options_from(args: argparse.Namespace):
+    from .runner import RunOptions
+
+    return RunOptions(restart=getattr(args, "restart", False),
+                      keep_intermediate=getattr(args, "keep_intermediate", False),
+                      as_of_version=getattr(args, "as_of_version", None))
+
+
 def stage_job_main(name: str, doc: str, argv: Sequence[str] | None) -> int:
-    """main() of a single-stage job (ingest, clean, redact, dedup): see steps.single_stage_job."""
+    """main() of a single-stage job (ingest, clean, redact, dedup): the runner with that one
+    stage (after `read` when its input is document files); its rows go to `<output>/<table>`."""
     prog = f"shardforge {name}"
-    cfg, args = parse(prog, doc.splitlines()[0], argv, extra=urls_flag if name == "ingest" else None)
+
+    def extra(p):
+        if name == "ingest":
+            urls_flag(p)
+        run_flags(p)
+
+    cfg, args = parse(prog, doc.splitlines()[0], argv, extra=extra)
     require(cfg, "output", prog)
 
     def body() -> int:
-        from .session import get_spark
-        from .steps import single_stage_job
+        from .layout import Layout
+        from .runner import run_job
 
-        report = single_stage_job(get_spark(cfg.spark), cfg, name)
+        report = run_job(cfg, (name,), layout=Layout.for_output(cfg.pipeline.output), options=options_from(args),
+                         name=name)
         last = report["stages"][-1]
         print(f"{name}: {last['rows_in']} rows in, {last['kept']} kept, {last['rejected']} rejected; "
               f"output {report['output_table']['path']}")

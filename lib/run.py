@@ -1,9 +1,9 @@
-"""One pipeline run's bookkeeping: stage timing, row accounting, progress logs, the report.
+"""One run's bookkeeping: the report, stage timing, and the row accounting.
 
-`Run.account(name, rows_in, result)` persists a stage's kept and rejected rows,
-counts them, checks rows in = kept + rejected (an AccountingError otherwise: a
-bug, never tolerated silently), logs progress, and records the numbers the run
-report shows. Rejects of every stage are collected for the rejects table.
+The runner (`shardforge.runner`) counts each stage's written kept and rejected rows
+with `Run.count`, checks rows in = kept + rejected with `Run.check` (an
+AccountingError otherwise: a bug, never tolerated silently), logs progress, and
+records the numbers the run report shows; `Run.finish` writes report.json/html.
 """
 from __future__ import annotations
 
@@ -20,7 +20,6 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from . import __version__
-from .stage import StageResult
 
 log = logging.getLogger("shardforge.run")
 
@@ -36,24 +35,25 @@ def reason_group():
 
 
 class Run:
-    def __init__(self, name: str, output: str, config: dict[str, Any], master: str = ""):
-        self.output = output
-        self.rejected: list[DataFrame] = []
+    """The report of one run, and the accounting the runner does around each stage."""
+
+    def __init__(self, name: str, report_dir: str, config: dict[str, Any], master: str = ""):
+        self.report_dir = report_dir
         self._persisted: list[DataFrame] = []
-        self._cleanup: list[tuple[Any, str]] = []
         self.report: dict[str, Any] = {
             "run": {"name": name, "started": _now(), "finished": None, "shardforge_version": __version__,
-                    "master": master, "output": output, "config": config},
+                    "master": master, "output": report_dir, "config": config},
             "stages": [],
+            "resumed_from": None,
         }
 
     @contextmanager
     def timed(self, name: str):
-        """Times a step that is not a row-counting stage (e.g. publishing shards)."""
+        """Times a step that is not a row-counting stage (e.g. writing the rejects table)."""
         t0 = time.monotonic()
-        log.info("stage %s: started", name)
+        log.info("step %s: started", name)
         yield
-        log.info("stage %s: done in %.1f s", name, time.monotonic() - t0)
+        log.info("step %s: done in %.1f s", name, time.monotonic() - t0)
         self.report.setdefault("timings", {})[name] = round(time.monotonic() - t0, 3)
 
     def persist(self, df: DataFrame) -> DataFrame:
@@ -61,53 +61,35 @@ class Run:
         self._persisted.append(df)
         return df
 
-    def account(self, name: str, rows_in: int | None, result: StageResult, started: float) -> StageResult:
-        """Materialise and count a stage's output; rows_in None means 'as many as came out'
-        (a reading stage, whose input is files)."""
-        if result.shared is not None:   # kept and rejected are cheap filters over it
-            self.persist(result.shared)
-            kept, rejected = result.kept, result.rejected
-        else:
-            kept, rejected = self.persist(result.kept), self.persist(result.rejected)
+    def count(self, name: str, kept: DataFrame, rejected: DataFrame) -> dict[str, Any]:
+        """A stage entry for the report: kept and rejected counted (from written outputs),
+        rejects grouped by reason."""
         n_kept = kept.count()
         n_rej = rejected.count()
-        if rows_in is None:
-            rows_in = n_kept + n_rej
-        if rows_in != n_kept + n_rej:
-            raise AccountingError(f"stage {name}: {rows_in} rows in, but {n_kept} kept + {n_rej} rejected")
         reasons = {r["reason"]: int(r["count"]) for r in
                    rejected.groupBy(reason_group().alias("reason")).count().collect()} if n_rej else {}
-        seconds = round(time.monotonic() - started, 3)
-        self.report["stages"].append({"name": name, "rows_in": rows_in, "kept": n_kept, "rejected": n_rej,
-                                      "seconds": seconds, "rejects_by_reason": dict(sorted(reasons.items()))})
-        log.info("stage %s: %d in, %d kept, %d rejected (%.1f s)%s", name, rows_in, n_kept, n_rej, seconds,
-                 "" if not reasons else " " + ", ".join(f"{k}={v}" for k, v in sorted(reasons.items())))
-        self.rejected.append(rejected)
-        return StageResult(kept, rejected)
+        return {"name": name, "kept": n_kept, "rejected": n_rej, "rejects_by_reason": dict(sorted(reasons.items()))}
 
-    def all_rejects(self) -> DataFrame | None:
-        if not self.rejected:
-            return None
-        out = self.rejected[0]
-        for df in self.rejected[1:]:
-            out = out.unionByName(df)
-        return out
+    def check(self, name: str, rows_in: int | None, entry: dict[str, Any]) -> None:
+        """rows in = kept + rejected, or an AccountingError (a bug, never tolerated silently).
+        rows_in None: a reading stage, whose rows in are the rows it made."""
+        n = entry["kept"] + entry["rejected"]
+        entry["rows_in"] = n if rows_in is None else rows_in
+        if entry["rows_in"] != n:
+            raise AccountingError(f"stage {name}: {rows_in} rows in, but {entry['kept']} kept + "
+                                  f"{entry['rejected']} rejected")
+        reasons = entry["rejects_by_reason"]
+        log.info("stage %s: %d in, %d kept, %d rejected%s", name, entry["rows_in"], entry["kept"], entry["rejected"],
+                 "" if not reasons else " (" + ", ".join(f"{k}={v}" for k, v in reasons.items()) + ")")
 
-    def cleanup(self, spark, path: str) -> None:
-        """Remove `path` (a scratch folder Spark wrote, e.g. checkpoints; any filesystem
-        Spark can write to) when the run finishes."""
-        self._cleanup.append((spark, path))
+    def add_stage(self, entry: dict[str, Any]) -> None:
+        self.report["stages"].append(entry)
 
-    def finish(self, out_dir: str | None = None) -> dict[str, Any]:
+    def finish(self) -> dict[str, Any]:
         self.report["run"]["finished"] = _now()
-        out_dir = out_dir or self.output
-        write_report(self.report, out_dir)
+        write_report(self.report, self.report_dir)
         for df in self._persisted:
             df.unpersist()
-        from .session import delete_path
-
-        for spark, path in self._cleanup:
-            delete_path(spark, path)
         return self.report
 
 

@@ -1,51 +1,24 @@
-"""The pipeline's steps, each: read what it needs, call its stage, account, write.
+"""The stage functions the registry (`shardforge.stages`) names, one per stage.
 
-Jobs in `jobs/` are thin wrappers over these, and `jobs/pipeline.py` runs them in
-order. Output layout under `--output` (every table is Delta unless noted):
-`raw/` ingested documents, `downloads/` one row per fetched URL (for resuming),
-`curated/` the deduplicated corpus (merged by id), `dedup_state/` the signatures
-side table, `dedup_audit/` one row per removed duplicate, `rejects/` every rejected
-row with its reason, `shards/` the published build (Parquet + manifest.json), and
-`report.json` / `report.html`.
+Each takes the runner's StageContext and its input DataFrame (None for the stages that
+read the run's inputs) and returns a StageOutput: kept rows, rejected rows, extra frames
+to keep, and a finish step that publishes once those are written. None of them counts,
+accounts, writes markers or the report: the runner does (`shardforge.runner`).
 """
 from __future__ import annotations
 
 import logging
 import os
-import time
-from dataclasses import dataclass
-from typing import Any
 
-from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import Window
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 
-from .config import Config
-from .curated import append_rejects, is_delta, merge_new, read_table, table_version
-from .ingest import InputError, detect_format, read_documents
-from .run import Run
+from .config import recorded_config
+from .curated import MergeOutcome, merge_new, read_table
+from .runner import Finished, Handle, StageContext, StageOutput
 from .stage import StageResult, empty_rejects, rejects
 
 log = logging.getLogger("shardforge.steps")
-
-
-@dataclass(frozen=True)
-class Layout:
-    root: str
-
-    def __getattr__(self, name: str) -> str:  # raw, curated, rejects, downloads, _download_spool ...
-        if name.startswith("__"):
-            raise AttributeError(name)
-        return os.path.join(self.root, name)
-
-
-def build_config(cfg: Config) -> dict[str, Any]:
-    """What a build records of its config: everything but where it ran and its paths."""
-    d = cfg.to_dict()
-    d.pop("spark", None)
-    for k in ("input", "urls", "output"):
-        d["pipeline"].pop(k, None)
-    return d
 
 
 def unique_ids(df: DataFrame) -> StageResult:
@@ -59,183 +32,203 @@ def unique_ids(df: DataFrame) -> StageResult:
     return StageResult(kept, rejects(ranked.filter("_n > 1"), "ingest", "invalid:duplicate_id"))
 
 
-def read_inputs(spark: SparkSession, cfg: Config, run: Run) -> StageResult:
-    """Documents and downloads of this batch, accounted as the `ingest` (and `download`) stages."""
-    parts: list[StageResult] = []
-    if cfg.pipeline.input:
-        t = time.monotonic()
-        parts.append(run.account("read", None, read_documents(spark, cfg.pipeline.input, cfg.ingest,
-                                                             cfg.pipeline.input_format), t))
-    if cfg.pipeline.urls:
-        parts.append(download_step(spark, cfg, run))
-    if not parts:
-        raise InputError("no input: pass --input PATH and/or --urls PATH (or set pipeline.input/urls)")
-    kept, rejected = parts[0]
-    for p in parts[1:]:
-        kept, rejected = kept.unionByName(p.kept), rejected.unionByName(p.rejected)
-    rows_in = sum(s["kept"] for s in run.report["stages"] if s["name"] in ("read", "download"))
-    t = time.monotonic()
-    return run.account("ingest", rows_in, unique_ids(kept), t)
+def _union(results: list[StageResult]) -> StageResult:
+    kept, rejected = results[0]
+    for r in results[1:]:
+        kept, rejected = kept.unionByName(r.kept), rejected.unionByName(r.rejected)
+    return StageResult(kept, rejected)
 
 
-def download_step(spark: SparkSession, cfg: Config, run: Run) -> StageResult:
-    """Fetch the URL lists. Executors spool each finished row (default `<output>/_download_spool`)
-    and results merge into `<output>/downloads` by url, so a killed run resumes without
-    fetching an ok URL twice."""
-    from dataclasses import replace
-
-    from .download import (clear_spool, download, load_previous, merge_results, read_url_list,
-                           summary_dict)
-
-    layout = Layout(cfg.pipeline.output)
-    dl = cfg.download if cfg.download.spool_dir else replace(cfg.download, spool_dir=layout._download_spool)
-    t = time.monotonic()
-    urls = None
-    for path in cfg.pipeline.urls:
-        df = read_url_list(spark, path, dl)
-        urls = df if urls is None else urls.unionByName(df)
-    res = download(urls, dl, previous=load_previous(spark, layout.downloads, dl.spool_dir))
-    results = run.persist(res.results)
-    run.report["downloads"] = summary_dict(results)
-    out = run.account("download", None, StageResult(res.kept, res.rejected), t)
-    merge_results(spark, results, layout.downloads)
-    clear_spool(dl.spool_dir)
-    return out
-
-
-def stage_input(spark: SparkSession, cfg: Config) -> DataFrame:
-    """A stage job's input: a Delta table or Parquet of DOCUMENT rows is used as it is;
-    raw document files go through the reader first (their rejects are not this stage's)."""
+def read(ctx: StageContext, _df: None) -> StageOutput:
+    """The run's input files as documents, for a plan that does not start with ingest: tables
+    of DOCUMENT rows are taken as they are, other files go through the document reader
+    (whose rejects, e.g. malformed JSONL lines, are this stage's)."""
     from shardforge.schemas import DOCUMENT
 
-    paths = list(cfg.pipeline.input)
-    if not paths:
-        raise InputError("no --input given")
-    frames = []
-    for path in paths:
+    from .ingest import detect_format, read_documents
+
+    cfg = ctx.cfg
+    parts = []
+    for path in cfg.pipeline.input:
         fmt = detect_format(path) if cfg.pipeline.input_format == "auto" else cfg.pipeline.input_format
         if fmt in ("delta", "parquet"):
-            df = read_table(spark, path) if fmt == "delta" else spark.read.parquet(path)
+            df = read_table(ctx.spark, path) if fmt == "delta" else ctx.spark.read.parquet(path)
             if set(DOCUMENT.fieldNames()) <= set(df.columns):
-                frames.append(df)
+                parts.append(StageResult(df, empty_rejects(ctx.spark)))
                 continue
-        frames.append(read_documents(spark, [path], cfg.ingest, fmt).kept)
-    out = frames[0]
-    for f in frames[1:]:
-        out = out.unionByName(f, allowMissingColumns=True)
-    return out
+        parts.append(read_documents(ctx.spark, [path], cfg.ingest, fmt))
+    kept, rejected = parts[0]
+    for p in parts[1:]:
+        kept, rejected = kept.unionByName(p.kept, allowMissingColumns=True), rejected.unionByName(p.rejected)
+    return StageOutput(kept, rejected)
 
 
-def clean_step(cfg: Config, run: Run, docs: DataFrame, n: int) -> StageResult:
-    from .clean import clean
+def ingest(ctx: StageContext, _df: None) -> StageOutput:
+    """Documents and downloads of this batch, one row per id. Downloads merge into
+    `<output>/downloads` by url and spool each finished row under the output, so a killed
+    run does not fetch an ok URL twice (row-level resume inside the stage)."""
+    from .ingest import read_documents
 
-    t = time.monotonic()
-    return run.account("clean", n, clean(docs, cfg.clean), t)
+    cfg, parts, report = ctx.cfg, [], {}
+    if cfg.pipeline.input:
+        parts.append(read_documents(ctx.spark, cfg.pipeline.input, cfg.ingest, cfg.pipeline.input_format))
+    results = None
+    if cfg.pipeline.urls:
+        from dataclasses import replace
+
+        from .download import download, load_previous, read_url_list, summary_dict
+
+        dl = cfg.download if cfg.download.spool_dir else replace(cfg.download, spool_dir=ctx.layout.download_spool)
+        urls = None
+        for path in cfg.pipeline.urls:
+            df = read_url_list(ctx.spark, path, dl)
+            urls = df if urls is None else urls.unionByName(df)
+        res = download(urls, dl, previous=load_previous(ctx.spark, ctx.layout.downloads, dl.spool_dir))
+        results = res.results
+        report["downloads"] = summary_dict(results)
+        parts.append(StageResult(res.kept, res.rejected))
+    batch = _union(parts)
+    ids = unique_ids(batch.kept)
+    spool = (cfg.download.spool_dir or ctx.layout.download_spool) if results is not None else None
+
+    def finish(done) -> dict:
+        if results is not None:
+            from .download import clear_spool, merge_results
+
+            with ctx.timed("downloads"):
+                merge_results(ctx.spark, results, ctx.layout.downloads)
+            clear_spool(spool)
+        if cfg.pipeline.write_raw and not ctx.is_last():
+            from shardforge.schemas import CURATED, conform
+
+            with ctx.timed("raw"):
+                merge_new(ctx.spark, conform(done.kept, CURATED), ctx.layout.raw, key="id")
+        return {}
+
+    return StageOutput(ids.kept, batch.rejected.unionByName(ids.rejected), finish=finish, report=report)
 
 
-def redact_step(cfg: Config, run: Run, docs: DataFrame, n: int) -> StageResult:
-    from .redact import counts_by_kind, redact
+def clean(ctx: StageContext, df: DataFrame) -> StageOutput:
+    from .clean import clean as run_clean
 
-    t = time.monotonic()
-    res = run.account("redact", n, redact(docs, cfg.redact), t)
-    run.report["redactions"] = counts_by_kind(res.kept)
-    return res
+    res = run_clean(df, ctx.cfg.clean)
+    return StageOutput(res.kept, res.rejected, shared=res.shared)
 
 
-def dedup_step(spark: SparkSession, cfg: Config, run: Run, docs: DataFrame, n: int):
-    """Returns (kept/rejected, a callable that records the kept documents' signatures in the
-    side table: call it once they are in the curated table). The stage's checkpoints live
-    under `<output>/_checkpoints` until the run finishes."""
-    from .dedup import dedup, read_side_table, summary, update_side_table
+def redact(ctx: StageContext, df: DataFrame) -> StageOutput:
+    from .redact import counts_by_kind, redact as run_redact
 
-    layout = Layout(cfg.pipeline.output)
-    previous = read_side_table(spark, layout.dedup_state)
-    previous_docs = read_table(spark, layout.curated).select("id", "text") if is_delta(layout.curated) else None
-    checkpoint = cfg.dedup.checkpoint_dir or layout._checkpoints
-    t = time.monotonic()
-    res = dedup(docs, cfg.dedup, previous=previous, previous_docs=previous_docs, checkpoint_dir=checkpoint)
-    out = run.account("dedup", n, StageResult(res.kept, res.rejected), t)
-    audit = run.persist(res.audit)
-    run.report["duplicates"] = summary(audit)
-    merge_new(spark, audit, layout.dedup_audit, key="id")
-    run.cleanup(spark, checkpoint)
-    return out, lambda: update_side_table(spark, res.signatures, layout.dedup_state)
+    res = run_redact(df, ctx.cfg.redact)
+    return StageOutput(res.kept, res.rejected, shared=res.shared,
+                       finish=lambda done: {"redactions": counts_by_kind(done.kept)})
 
 
-def write_curated(spark: SparkSession, cfg: Config, run: Run, docs: DataFrame, n: int, after=None) -> int:
-    """Merge this batch into the curated table, accounted as the `curate` stage: rows whose
-    id is already in the table are rejected as `duplicate_of:<id>` (a rerun of a batch adds
-    nothing and commits nothing). Then `after` runs (e.g. the dedup side-table update).
-    Returns the table version to build from."""
-    layout = Layout(cfg.pipeline.output)
-    t = time.monotonic()
-    if is_delta(layout.curated):
-        existing = read_table(spark, layout.curated).select("id")
+def dedup(ctx: StageContext, df: DataFrame) -> StageOutput:
+    """Exact and near duplicates, against this batch and the documents curated before it
+    (the side table and curated table at the versions the run pinned when it started, so a
+    resumed run deduplicates against what the first attempt saw). Checkpoints live under
+    `<output>/_checkpoints` only while the stage runs."""
+    from .dedup import dedup as run_dedup, summary
+    from .session import delete_path
+
+    spark, layout, base = ctx.spark, ctx.layout, ctx.base
+    previous = read_table(spark, layout.dedup_state, base["dedup_state"]) if base["dedup_state"] is not None else None
+    previous_docs = (read_table(spark, layout.curated, base["curated"]).select("id", "text")
+                     if base["curated"] is not None else None)
+    checkpoint = ctx.cfg.dedup.checkpoint_dir or layout.checkpoints
+    delete_path(spark, checkpoint)   # a killed attempt's leftovers
+    res = run_dedup(df, ctx.cfg.dedup, previous=previous, previous_docs=previous_docs, checkpoint_dir=checkpoint)
+
+    def finish(done) -> dict:
+        audit = done.extras["audit"]
+        with ctx.timed("dedup_audit"):
+            merge_new(spark, audit, layout.dedup_audit, key="id")
+        delete_path(spark, checkpoint)
+        return {"duplicates": summary(audit), "dedup_timings": {k: round(v, 3) for k, v in res.timings.items()}}
+
+    return StageOutput(res.kept, res.rejected, extras={"audit": res.audit, "side": res.signatures}, finish=finish)
+
+
+def _commit_side_table(ctx: StageContext) -> None:
+    """Once a batch's documents are in their table, record their signatures in the dedup
+    side table (merged by id: idempotent)."""
+    done = ctx.done.get("dedup")
+    if done is not None:
+        from .dedup import update_side_table
+
+        with ctx.timed("dedup_state"):
+            update_side_table(ctx.spark, done.extras["side"], ctx.layout.dedup_state)
+
+
+def publish_rows(ctx: StageContext, kept: DataFrame, target: str) -> MergeOutcome:
+    """A plan that ends on a row stage: its rows merged by id into `target` (a rerun adds
+    nothing), then the dedup side table when the plan deduplicated."""
+    outcome = merge_new(ctx.spark, kept, target, key="id")
+    _commit_side_table(ctx)
+    return outcome
+
+
+def curate(ctx: StageContext, df: DataFrame) -> StageOutput:
+    """Merge this batch into the curated table by id. Rows whose id the table held when the
+    run started are rejected as `duplicate_of:<id>`; the others are kept and inserted in
+    one MERGE, tagged with the run and this stage's fingerprint, so a rerun after a crash
+    that follows the commit finds it and does not commit again."""
+    from shardforge.schemas import CURATED, conform
+
+    from .curated import commit_with_tag
+
+    spark, layout, base = ctx.spark, ctx.layout, ctx.base["curated"]
+    docs = conform(df, CURATED)
+    if base is not None:
+        existing = read_table(spark, layout.curated, base).select("id")
         fresh = docs.join(existing, "id", "left_anti")
         present = rejects(docs.join(existing, "id", "left_semi"), "curate",
                           F.concat(F.lit("duplicate_of:"), F.col("id")))
     else:
         fresh, present = docs, empty_rejects(spark)
-    fresh, _ = run.account("curate", n, StageResult(fresh, present), t)
-    with run.timed("merge"):
-        outcome = merge_new(spark, fresh, layout.curated, key="id")
-        if after is not None:
-            after()
-    run.report["curated"] = {"path": layout.curated, "inserted": outcome.inserted, "version": outcome.version}
-    log.info("curated: %d new documents, table version %d", outcome.inserted, outcome.version)
-    return outcome.version
+    tag = f"shardforge run {ctx.run_id} curate {ctx.fingerprint[:16]}"
+
+    def finish(done) -> Finished:
+        with ctx.timed("merge"):
+            outcome = commit_with_tag(spark, done.kept, layout.curated, tag=tag, after=base)
+            _commit_side_table(ctx)
+        log.info("curated: %d new documents, table version %d", outcome.inserted, outcome.version)
+        return Finished({"curated": {"path": layout.curated, "inserted": outcome.inserted,
+                                     "version": outcome.version}},
+                        next=Handle("delta", layout.curated, outcome.version))
+
+    return StageOutput(fresh, present, finish=finish)
 
 
-def write_rejects(spark: SparkSession, cfg: Config, run: Run, path: str | None = None) -> None:
-    rej = run.all_rejects()
-    if rej is None:
-        rej = empty_rejects(spark)
-    with run.timed("rejects"):
-        append_rejects(spark, rej, path or Layout(cfg.pipeline.output).rejects)
+def build_shards(ctx: StageContext, df: DataFrame) -> StageOutput:
+    """Publish the input as a shard build at `<output>/shards` (or --output of build-shards),
+    under the build folder's own lock. A Delta input is read at a pinned version, recorded
+    in the manifest."""
+    from .lock import RunLock
+    from .shards import build_shards as run_build
 
-
-def shards_step(spark: SparkSession, cfg: Config, run: Run, table: str, version: int | None,
-                output: str, **kwargs) -> dict[str, Any]:
-    from .shards import build_shards
-
-    if version is None:
-        version = table_version(spark, table)
-    df = read_table(spark, table, version)
-    with run.timed("build-shards"):
-        manifest = build_shards(df, output, cfg.shards, config=build_config(cfg),
-                                source={"table": os.path.abspath(table), "version": version}, **kwargs)
-    run.report["shards"] = {"num_shards": manifest["num_shards"], "build_id": manifest["build_id"],
-                            "path": output, "rows": [s["rows"] for s in manifest["shards"]],
-                            "bytes": [s["bytes"] for s in manifest["shards"]]}
-    return manifest
-
-
-def single_stage_job(spark: SparkSession, cfg: Config, name: str) -> dict[str, Any]:
-    """Run one stage alone: read --input, run it, merge kept rows into `<output>/<name>`
-    (Delta, by id), add rejects to `<output>/rejects`, write the report."""
-    layout = Layout(cfg.pipeline.output)
-    run = Run(name, cfg.pipeline.output, build_config(cfg), master=spark.sparkContext.master)
-    if name == "ingest":
-        docs, _ = read_inputs(spark, cfg, run)
-        target = layout.raw
+    handle = ctx.input_handle
+    as_of = ctx.options.as_of_version
+    if handle is not None and handle.kind == "delta":
+        if as_of is not None and as_of != handle.version:
+            handle = handle._replace(version=as_of)
+            df = read_table(ctx.spark, handle.path, as_of)
+        path = handle.path if "://" in handle.path else os.path.abspath(handle.path)
+        source = {"table": path, "version": handle.version}
     else:
-        t = time.monotonic()
-        docs, _ = run.account("read", None, StageResult(stage_input(spark, cfg), empty_rejects(spark)), t)
-        n = run.report["stages"][-1]["kept"]
-        after = None
-        if name == "clean":
-            docs, _ = clean_step(cfg, run, docs, n)
-        elif name == "redact":
-            docs, _ = redact_step(cfg, run, docs, n)
-        elif name == "dedup":
-            (docs, _), after = dedup_step(spark, cfg, run, docs, n)
-        else:
-            raise ValueError(f"unknown stage {name!r}")
-        target = getattr(layout, name)
-    with run.timed("write"):
-        outcome = merge_new(spark, docs, target, key="id")
-        if name == "dedup" and after is not None:
-            after()
-    run.report["output_table"] = {"path": target, "inserted": outcome.inserted, "version": outcome.version}
-    write_rejects(spark, cfg, run)
-    return run.finish()
+        source = {"paths": [p if "://" in p else os.path.abspath(p) for p in ctx.cfg.pipeline.input]}
+    out = ctx.layout.shards
+    lock_path = f"{out.rstrip('/')}/_lock.json"
+    lock = None if lock_path == ctx.layout.lock else RunLock(lock_path, ctx.files,
+                                                                timeout=ctx.cfg.pipeline.lock_timeout).acquire()
+    try:
+        manifest = run_build(df, out, ctx.cfg.shards, config=recorded_config(ctx.cfg), source=source)
+    finally:
+        if lock is not None:
+            lock.release()
+    rows = [s["rows"] for s in manifest["shards"]]
+    report = {"shards": {"num_shards": manifest["num_shards"], "build_id": manifest["build_id"], "path": out,
+                         "rows": rows, "bytes": [s["bytes"] for s in manifest["shards"]]}}
+    return StageOutput(rows_in=manifest["total_rows"], rows_out=sum(rows), report=report)
+
+

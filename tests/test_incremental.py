@@ -9,7 +9,7 @@ import pytest
 from shardforge.config import load_config
 from shardforge.manifest import read_manifest
 
-OVERRIDES = ['pipeline.stages=["ingest", "clean", "dedup", "build-shards"]', "dedup.near=false",
+OVERRIDES = ['pipeline.stages=["ingest", "clean", "dedup", "curate", "build-shards"]', "dedup.near=false",
              "shards.num_shards=4", "shards.row_group_rows=50", "pipeline.write_raw=false"]
 
 

@@ -12,7 +12,7 @@ import pytest
 from shardforge.config import ShardsSection, load_config
 from shardforge.keys import shard_of, spark_xxhash64
 from shardforge.manifest import ManifestError, read_manifest, verify
-from shardforge.steps import build_config
+from shardforge.config import recorded_config
 
 ROOT = Path(__file__).resolve().parent.parent
 OVERRIDES = ["shards.num_shards=8", "shards.row_group_rows=100"]
@@ -37,7 +37,7 @@ def _build(spark, df, out, table, **kwargs):
     from shardforge.shards import build_shards
 
     cfg = load_config(None, OVERRIDES)
-    return build_shards(df, str(out), cfg.shards, config=build_config(cfg),
+    return build_shards(df, str(out), cfg.shards, config=recorded_config(cfg),
                         source={"table": os.path.abspath(table), "version": 0}, **kwargs)
 
 

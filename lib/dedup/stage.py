@@ -47,7 +47,9 @@ def _rank(cfg: DedupSection, df: DataFrame, length: Column) -> Column:
         return (-length).cast("double")
     if cfg.rank_by == "quality":
         if "quality" not in df.columns:
-            raise ValueError("dedup.rank_by = 'quality' needs a `quality` column in the input")
+            from shardforge.config import ConfigError
+
+            raise ConfigError("dedup.rank_by: 'quality' needs a `quality` column in the input")
         return F.coalesce(-F.col("quality").cast("double"), F.lit(float("inf")))
     return F.lit(0.0)
 

@@ -57,7 +57,9 @@ def url_id(url: Optional[str]) -> str:
 
 
 def check_config(cfg) -> None:
-    """Raise ValueError naming the first [download] setting the stage cannot run with."""
+    """Raise ConfigError (a ValueError) naming the first [download] setting the stage cannot run with."""
+    from shardforge.config import ConfigError
+
     from .guard import AddressPolicy
 
     rules = [("threads_per_task", cfg.threads_per_task >= 1, ">= 1"),
@@ -72,8 +74,11 @@ def check_config(cfg) -> None:
              ("image_format", cfg.image_format in ("jpeg", "png", "webp"), "jpeg, png or webp")]
     for key, ok, want in rules:
         if not ok:
-            raise ValueError(f"download.{key}: must be {want}, got {getattr(cfg, key)!r}")
-    AddressPolicy.from_config(cfg.allow_private_addresses, cfg.allowed_networks)
+            raise ConfigError(f"download.{key}: must be {want}, got {getattr(cfg, key)!r}")
+    try:
+        AddressPolicy.from_config(cfg.allow_private_addresses, cfg.allowed_networks)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
 
 
 def _prepare(urls_df: DataFrame, cfg) -> DataFrame:

@@ -80,10 +80,16 @@ def _stage_section(report: Mapping) -> str:
             check = '<span class="ok">balanced</span>'
         else:
             check = f'<span class="bad">off by {_int(rin) - _int(kept) - _int(rej):+,}</span>'
+        ran = '<span class="reused">reused</span>' if s.get("reused") else "ran"
         rows.append([escape(str(s.get("name", ""))), _fmt(rin), _fmt(kept), _fmt(rej),
-                     f"{_num(s.get('seconds')):.1f}", check])
-    table = _table(["stage", "rows in", "kept", "rejected", "seconds", "in = kept + rejected"], rows)
-    return _section("Rows per stage", f'<div class="grid"><div>{chart}</div><div>{table}</div></div>',
+                     f"{_num(s.get('seconds')):.1f}", ran, check])
+    table = _table(["stage", "rows in", "kept", "rejected", "seconds", "this run", "in = kept + rejected"], rows)
+    resumed = report.get("resumed_from")
+    note = (f"<p>Resumed: stages completed by an earlier attempt were reused; this run started at "
+            f"<b>{escape(str(resumed))}</b>.</p>" if resumed else
+            "<p>Every stage was reused from an earlier attempt.</p>" if all(s.get("reused") for s in stages)
+            else "")
+    return _section("Rows per stage", f'{note}<div class="grid"><div>{chart}</div><div>{table}</div></div>',
                     anchor="stages")
 
 

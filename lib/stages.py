@@ -1,0 +1,74 @@
+"""The stage registry: every stage declared once, and the one place their order is written.
+
+A `StageSpec` says what a stage is: its name, the config it reads (the part of the
+config its fingerprint covers), the schemas asserted at its boundaries, the Layout
+field its final output is published to, and the function that runs it
+(`shardforge.steps.<name>`). `pipeline.stages` picks from `ORDER`; the runner
+(`shardforge.runner`) executes the picked stages in this order for every entry
+point: `shardforge pipeline`, each single-stage subcommand and `build-shards`.
+
+This module imports nothing heavy, so the config can validate stage names without Spark.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    name: str
+    # Config its fingerprint covers: whole sections ("clean") or single keys
+    # ("pipeline.input_format"). Keys that say where, not what, are left out (`ignore`).
+    reads: tuple[str, ...]
+    function: str                       # attribute of shardforge.steps
+    output: str                         # Layout field the stage's result is published to when it ends a plan
+    input_schema: str | None = "DOCUMENT"   # name in shardforge.schemas; "ANY": no check; None: reads the run's inputs
+    output_schema: str | None = "DOCUMENT"  # asserted on kept rows (extra columns allowed); None: a sink
+    ignore: tuple[str, ...] = ()        # keys of `reads` left out of the fingerprint
+    listable: bool = True               # may appear in pipeline.stages (else the runner adds it)
+
+    @property
+    def is_source(self) -> bool:
+        """Reads the run's inputs itself (files, URL lists), so it has no upstream stage."""
+        return self.input_schema is None
+
+    @property
+    def is_sink(self) -> bool:
+        """Moves no rows on: it publishes what it reads (the shard build)."""
+        return self.output_schema is None
+
+
+_SPECS = (
+    # `read` is not listed by users: the runner puts it first when a plan does not start with
+    # `ingest` and its input is document files (JSONL, text, Parquet or Delta of other columns).
+    StageSpec("read", reads=("pipeline.input_format", "ingest"), function="read", output="",
+              input_schema=None, listable=False),
+    StageSpec("ingest", reads=("pipeline.input_format", "pipeline.write_raw", "ingest", "download"),
+              function="ingest", output="raw", input_schema=None, ignore=("download.spool_dir",)),
+    StageSpec("clean", reads=("clean",), function="clean", output="clean"),
+    StageSpec("redact", reads=("redact",), function="redact", output="redact", output_schema="CURATED"),
+    StageSpec("dedup", reads=("dedup",), function="dedup", output="dedup", ignore=("dedup.checkpoint_dir",)),
+    StageSpec("curate", reads=(), function="curate", output="curated", output_schema="CURATED"),
+    StageSpec("build-shards", reads=("shards",), function="build_shards", output="shards",
+              input_schema="ANY", output_schema=None),
+)
+
+REGISTRY: dict[str, StageSpec] = {s.name: s for s in _SPECS}
+ORDER: tuple[str, ...] = tuple(s.name for s in _SPECS if s.listable)
+DEFAULT_STAGES: tuple[str, ...] = ORDER
+
+
+def check_stages(names) -> tuple[str, ...]:
+    """The stage names as given, checked: known, listable, each once, in ORDER's order.
+    Raises ValueError naming the first bad one (and listing the known ones)."""
+    names = tuple(names)
+    for i, n in enumerate(names):
+        if n not in ORDER:
+            raise ValueError(f"unknown stage {n!r} (known, in order: {', '.join(ORDER)})")
+        if n in names[:i]:
+            raise ValueError(f"stage {n!r} is listed twice")
+        if i and ORDER.index(n) < ORDER.index(names[i - 1]):
+            raise ValueError(f"stage {n!r} must come before {names[i - 1]!r} (order: {', '.join(ORDER)})")
+    if not names:
+        raise ValueError(f"no stage listed (known, in order: {', '.join(ORDER)})")
+    return names
