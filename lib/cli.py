@@ -3,7 +3,8 @@
 Data subcommands (pipeline, ingest, clean, redact, dedup, build-shards) run the
 job of the same name in `jobs/` (each also runs alone under spark-submit).
 `inspect` and `verify` read a build's manifest and need neither Spark nor Java.
-Exit codes: 0 success, 1 a build that fails verification, 2 bad input or config.
+Exit codes: 0 success, 2 bad usage, input or config, 3 a build that fails verification (a
+data-contract violation), 1 anything else.
 """
 from __future__ import annotations
 
@@ -81,7 +82,7 @@ def cmd_verify(args) -> int:
         print(f"FAIL shard {p.index} ({p.file}): {p.problem}", file=sys.stderr)
     if problems:
         print(f"verify: {len(problems)} of {m.num_shards} shards failed in build {m.build_id}", file=sys.stderr)
-        return 1
+        return 3
     print(f"verify: OK, {m.num_shards} shards, {m.total_rows} rows, build {m.build_id}")
     return 0
 
@@ -97,7 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     ins.add_argument("--json", action="store_true", help="machine-readable output")
     ins.add_argument("--shards", action="store_true", help="list every shard")
     ins.add_argument("--conf", help=argparse.SUPPRESS)
-    ver = sub.add_parser("verify", help="re-check every shard's size and sha256 (exit 1 on mismatch)")
+    ver = sub.add_parser("verify", help="re-check every shard's size and sha256 (exit 3 on mismatch)")
     ver.add_argument("path", help="build folder or its manifest.json")
     ver.add_argument("--conf", help=argparse.SUPPRESS)
     if argv and argv[0] in JOBS:

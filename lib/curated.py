@@ -46,25 +46,18 @@ def read_table(spark: SparkSession, path: str, version: int | None = None) -> Da
     return reader.load(path)
 
 
-USER_METADATA = "spark.databricks.delta.commitInfo.userMetadata"
-
-
-def merge_new(spark: SparkSession, df: DataFrame, path: str, key: str | list[str] = "id", *,
-              user_metadata: str | None = None) -> MergeOutcome:
+def merge_new(spark: SparkSession, df: DataFrame, path: str, key: str | list[str] = "id") -> MergeOutcome:
     """Insert the rows of `df` whose key is not in the Delta table at `path` (created if absent).
 
     Keys are compared null-safely. `df` must not contain the same key twice (the
-    stages before guarantee it for ids); rows already present are left untouched.
-    `user_metadata` is recorded in the commit (Delta's commitInfo.userMetadata).
+    stages before guarantee it for ids); rows already present are left untouched, so
+    merging the same rows again commits nothing.
     """
     from delta.tables import DeltaTable
 
     keys = [key] if isinstance(key, str) else list(key)
     if not is_delta(path):
-        writer = df.write.format("delta").mode("errorifexists")
-        if user_metadata:
-            writer = writer.option("userMetadata", user_metadata)
-        writer.save(path)
+        df.write.format("delta").mode("errorifexists").save(path)
         return MergeOutcome(inserted=read_table(spark, path).count(), version=table_version(spark, path))
     existing = read_table(spark, path).select(*keys)
     fresh = df.join(existing, on=[df[k].eqNullSafe(existing[k]) for k in keys], how="left_anti")
@@ -74,45 +67,11 @@ def merge_new(spark: SparkSession, df: DataFrame, path: str, key: str | list[str
         if n == 0:
             return MergeOutcome(inserted=0, version=table_version(spark, path))
         cond = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in keys)
-        if user_metadata:
-            spark.conf.set(USER_METADATA, user_metadata)
-        try:
-            (DeltaTable.forPath(spark, path).alias("t")
-             .merge(fresh.alias("s"), cond).whenNotMatchedInsertAll().execute())
-        finally:
-            if user_metadata:
-                spark.conf.unset(USER_METADATA)
+        (DeltaTable.forPath(spark, path).alias("t")
+         .merge(fresh.alias("s"), cond).whenNotMatchedInsertAll().execute())
         return MergeOutcome(inserted=n, version=table_version(spark, path))
     finally:
         fresh.unpersist()
-
-
-def tagged_commit(spark: SparkSession, path: str, tag: str, after: int | None) -> MergeOutcome | None:
-    """The commit after version `after` whose userMetadata is `tag`, if the table has one."""
-    if not is_delta(path):
-        return None
-    from delta.tables import DeltaTable
-
-    hist = DeltaTable.forPath(spark, path).history().where(F.col("userMetadata") == tag)
-    if after is not None:
-        hist = hist.where(F.col("version") > after)
-    row = hist.orderBy("version").select("version", "operationMetrics").first()
-    if row is None:
-        return None
-    metrics = row["operationMetrics"] or {}
-    inserted = int(metrics.get("numTargetRowsInserted", metrics.get("numOutputRows", 0)))
-    return MergeOutcome(inserted=inserted, version=int(row["version"]))
-
-
-def commit_with_tag(spark: SparkSession, df: DataFrame, path: str, *, tag: str, after: int | None) -> MergeOutcome:
-    """`merge_new` at most once per tag: when a commit after version `after` already carries
-    `tag` (an earlier attempt committed, then died before recording it), nothing is merged
-    and that commit's version is returned."""
-    found = tagged_commit(spark, path, tag, after)
-    if found is not None:
-        log.info("%s: this batch was committed before, as version %d; not merging again", path, found.version)
-        return found
-    return merge_new(spark, df, path, key="id", user_metadata=tag)
 
 
 def append_rejects(spark: SparkSession, rejected: DataFrame, path: str) -> MergeOutcome:

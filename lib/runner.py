@@ -18,7 +18,7 @@ output table, the report is written and `<work>` is removed (`keep_intermediate`
 A run killed anywhere resumes from the first stage without a matching marker and gives
 the same Delta rows and shard bytes as an uninterrupted run: the table versions a run
 reads (curated table, dedup side table) are pinned in `<work>/state.json` when it first
-starts, and the curated MERGE is tagged so a rerun knows whether it already committed.
+starts, and every publishing step is a merge by id (a rerun merges nothing twice).
 """
 from __future__ import annotations
 

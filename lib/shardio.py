@@ -187,7 +187,9 @@ def write_shard(table: pa.Table, staging_dir: str, index: int, num_shards: int,
 
 
 def new_staging_dir(output: str) -> str:
-    """A fresh staging folder beside the published build; leftovers of failed builds are removed."""
+    """A fresh staging folder beside the published build; leftovers of failed builds are removed.
+    Call it holding the build folder's lock (the runner does): the leftovers are then known
+    to belong to dead builds, never to one running beside this one."""
     filesystem, root = _fs(output)
     from pyarrow import fs
 
@@ -244,12 +246,17 @@ def publish_build(output: str, staging_dir: str, shards: Sequence[ShardInfo], sc
         "config": config,
         "source": source,
     }
+    write_manifest(filesystem, root, manifest)
+    _prune(filesystem, root, keep=max(1, keep_builds), current=build_id)
+    return manifest
+
+
+def write_manifest(filesystem, root: str, manifest: dict[str, Any]) -> None:
+    """The commit point of a build: `manifest.json` replaced whole (a temp name, then a rename)."""
     tmp = f"{root}/.{MANIFEST_NAME}.{uuid.uuid4().hex}.tmp"
     with filesystem.open_output_stream(tmp) as out:
         out.write(to_json(manifest))
     filesystem.move(tmp, f"{root}/{MANIFEST_NAME}")
-    _prune(filesystem, root, keep=max(1, keep_builds), current=build_id)
-    return manifest
 
 
 def _prune(filesystem, root: str, keep: int, current: str) -> None:

@@ -38,10 +38,6 @@ class ShardBuildError(ValueError):
     """The input cannot be built into shards (missing or null key, bad sizing)."""
 
 
-class InjectedFault(RuntimeError):
-    """Raised by the fault-injection hook tests use to fail a build midway."""
-
-
 def settings_of(cfg: ShardsSection) -> WriterSettings:
     return WriterSettings(row_group_rows=cfg.row_group_rows, compression=cfg.compression,
                           compression_level=cfg.compression_level)
@@ -82,8 +78,7 @@ def size_input(df: DataFrame, cfg: ShardsSection) -> tuple[int, int]:
     raise ShardBuildError("shards: set num_shards, target_rows or target_bytes")
 
 
-def _writer(staging: str, num_shards: int, schema: pa.Schema, settings: WriterSettings,
-            fail_after: int | None):
+def _writer(staging: str, num_shards: int, schema: pa.Schema, settings: WriterSettings):
     """The mapInArrow function: batches sorted by (shard, hash, key, row hash) in, one
     statistics row per shard written out."""
     names = schema.names
@@ -108,8 +103,6 @@ def _writer(staging: str, num_shards: int, schema: pa.Schema, settings: WriterSe
                             writer = None
                         if index in done:
                             raise RuntimeError(f"shards: rows of shard {index} arrived out of order")
-                        if fail_after is not None and index >= fail_after:
-                            raise InjectedFault(f"injected fault while writing shard {index}")
                         done.add(index)
                         writer = ShardWriter(staging, index, num_shards, schema, settings)
                     writer.write(pa.Table.from_batches([rb.slice(start, end - start)]).select(names))
@@ -124,11 +117,10 @@ def _writer(staging: str, num_shards: int, schema: pa.Schema, settings: WriterSe
 
 
 def build_shards(df: DataFrame, output: str, cfg: ShardsSection, *, source: dict[str, Any],
-                 config: dict[str, Any], _fail_after_shard: int | None = None) -> dict[str, Any]:
+                 config: dict[str, Any]) -> dict[str, Any]:
     """Write and publish a build of `df` at `output` (a folder; `manifest.json` inside).
 
     Returns the manifest dict. Raises ShardBuildError for a missing or null key.
-    `_fail_after_shard` (tests only) makes every task writing a shard >= that index fail.
     """
     if cfg.columns:
         missing = [c for c in cfg.columns if c not in df.columns]
@@ -145,7 +137,7 @@ def build_shards(df: DataFrame, output: str, cfg: ShardsSection, *, source: dict
     keyed = df.select("*", shard_expr(cfg.key, num_shards).alias("_shard"),
                       key_hash_expr(cfg.key).alias("_h"), F.xxhash64(*hashable).alias("_rh"))
     ordered = keyed.repartition("_shard").sortWithinPartitions("_shard", "_h", F.col(f"`{cfg.key}`"), "_rh")
-    stats = ordered.mapInArrow(_writer(staging, num_shards, schema, settings, _fail_after_shard), _STATS).collect()
+    stats = ordered.mapInArrow(_writer(staging, num_shards, schema, settings), _STATS).collect()
     infos = {r["shard"]: ShardInfo(index=r["shard"], file=shard_name(r["shard"], num_shards), rows=r["rows"],
                                    bytes=r["bytes"], sha256=r["sha256"],
                                    row_groups=tuple(json.loads(r["row_groups"])))

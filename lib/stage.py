@@ -1,8 +1,9 @@
-"""The one contract between stages: a stage takes a DataFrame and returns kept and rejected.
+"""The contract of a stage kernel: a DataFrame in, kept and rejected rows out.
 
 `StageResult(kept, rejected)`: `kept` goes on to the next stage, `rejected` has the
-REJECT schema (see `shardforge.schemas`). For every stage, rows in = kept + rejected;
-`rejects(...)` builds rejected rows without losing the original record.
+REJECT schema (see `shardforge.schemas`). For every stage, rows in = kept + rejected
+(the runner, `shardforge.runner`, checks it); `rejects(...)` builds rejected rows
+without losing the original record.
 """
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from pyspark.sql import functions as F
 @dataclass(frozen=True)
 class StageResult:
     """Unpacks as `kept, rejected`. `shared` is the frame both are filtered from (for
-    example a mapInArrow output with a reason column): the run persists it once, so
-    the stage's kernels run once, however many times kept and rejected are read."""
+    example a mapInArrow output with a reason column): the runner persists it while it
+    writes both, so the stage's kernels run once."""
     kept: DataFrame
     rejected: DataFrame
     shared: DataFrame | None = None

@@ -170,12 +170,11 @@ def publish_rows(ctx: StageContext, kept: DataFrame, target: str) -> MergeOutcom
 
 def curate(ctx: StageContext, df: DataFrame) -> StageOutput:
     """Merge this batch into the curated table by id. Rows whose id the table held when the
-    run started are rejected as `duplicate_of:<id>`; the others are kept and inserted in
-    one MERGE, tagged with the run and this stage's fingerprint, so a rerun after a crash
-    that follows the commit finds it and does not commit again."""
+    run first started (the pinned version) are rejected as `duplicate_of:<id>`; the others
+    are kept and merged. The split is against the pinned version, and the merge inserts only
+    ids the table lacks, so a rerun after a crash that followed the commit keeps and rejects
+    the same rows and commits nothing more."""
     from shardforge.schemas import CURATED, conform
-
-    from .curated import commit_with_tag
 
     spark, layout, base = ctx.spark, ctx.layout, ctx.base["curated"]
     docs = conform(df, CURATED)
@@ -186,15 +185,15 @@ def curate(ctx: StageContext, df: DataFrame) -> StageOutput:
                           F.concat(F.lit("duplicate_of:"), F.col("id")))
     else:
         fresh, present = docs, empty_rejects(spark)
-    tag = f"shardforge run {ctx.run_id} curate {ctx.fingerprint[:16]}"
 
     def finish(done) -> Finished:
         with ctx.timed("merge"):
-            outcome = commit_with_tag(spark, done.kept, layout.curated, tag=tag, after=base)
+            outcome = merge_new(spark, done.kept, layout.curated, key="id")
             _commit_side_table(ctx)
-        log.info("curated: %d new documents, table version %d", outcome.inserted, outcome.version)
-        return Finished({"curated": {"path": layout.curated, "inserted": outcome.inserted,
-                                     "version": outcome.version}},
+        added = done.entry["kept"]       # what this batch adds to the pinned version, merged now or before a crash
+        log.info("curated: %d new documents (%d merged by this attempt), table version %d", added,
+                 outcome.inserted, outcome.version)
+        return Finished({"curated": {"path": layout.curated, "inserted": added, "version": outcome.version}},
                         next=Handle("delta", layout.curated, outcome.version))
 
     return StageOutput(fresh, present, finish=finish)

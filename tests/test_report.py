@@ -219,3 +219,18 @@ def test_error_check_catches_a_broken_page(tmp_path):
     proc = _shoot(bad, tmp_path / "bad.png", tmp_path, 400, 300)
     assert proc.returncode == 0
     assert any("boom" in line for line in _page_errors(proc.stderr))
+
+
+def test_reused_stages_are_marked_and_the_resume_point_is_named():
+    rep = realistic_report()
+    for i, s in enumerate(rep["stages"]):
+        s["reused"] = i < 2
+    rep["resumed_from"] = "redact"
+    html = render_html(rep)
+    rows = re.findall(r"<tr><td>(\w[\w-]*)</td>(.*?)</tr>", html)
+    marks = {name: ('class="reused"' in cells) for name, cells in rows if name in {s["name"] for s in rep["stages"]}}
+    assert marks == {"ingest": True, "clean": True, "redact": False, "dedup": False, "build-shards": False}
+    assert "this run started at <b>redact</b>" in html
+    fresh = realistic_report()
+    fresh["resumed_from"] = None
+    assert "Resumed" not in render_html(fresh) and 'class="reused"' not in render_html(fresh)

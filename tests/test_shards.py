@@ -153,14 +153,25 @@ def test_empty_shards_are_written(spark, tmp_path):
     assert verify(man) == [] and all(Path(man.path_of(s)).exists() for s in man.shards)
 
 
-def test_failed_build_leaves_previous_build_readable_and_rerun_succeeds(spark, table, tmp_path):
+def test_failed_build_leaves_previous_build_readable_and_rerun_succeeds(spark, table, tmp_path, monkeypatch):
+    import shardforge.shards as shards
     from shardforge.loaders import ShardedDataset
 
     out = tmp_path / "pub"
     first = _build(spark, spark.read.format("delta").load(table), out, table)
     newer = spark.read.format("delta").load(table).unionByName(_docs(spark, 500, start=10_000))
-    with pytest.raises(Exception, match="injected fault"):
-        _build(spark, newer, out, table, _fail_after_shard=3)
+    original = shards.new_staging_dir
+
+    def blocked_staging(output):
+        """The staging folder, with a directory where shard 3's file must go: its task fails."""
+        staging = original(output)
+        os.makedirs(os.path.join(staging, "part-00003-of-00008.parquet", "in-the-way"))
+        return staging
+
+    monkeypatch.setattr(shards, "new_staging_dir", blocked_staging)
+    with pytest.raises(Exception, match="part-00003-of-00008.parquet"):
+        _build(spark, newer, out, table)
+    monkeypatch.setattr(shards, "new_staging_dir", original)
     assert any(p.name.startswith("_staging-") for p in out.iterdir())  # the failed build's leftovers
     man = read_manifest(str(out))
     assert man.build_id == first["build_id"] and verify(man) == []
@@ -218,7 +229,7 @@ def test_verify_and_inspect_cli(spark, table, tmp_path, capsys):
     data = bytearray(victim.read_bytes())
     data[len(data) // 2] ^= 0xFF
     victim.write_bytes(bytes(data))
-    assert main(["verify", str(out)]) == 1
+    assert main(["verify", str(out)]) == 3
     err = capsys.readouterr().err
     assert "FAIL shard 5" in err and "part-00005-of-00008.parquet" in err
     (tmp_path / "notabuild").mkdir()

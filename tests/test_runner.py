@@ -1,0 +1,245 @@
+"""The stage engine in process: plans mean exactly what `pipeline.stages` lists, reruns reuse
+completed stages by fingerprint, the runner's accounting and schema checks stop a bad stage,
+errors map to exit codes, and the run lock keeps a second run out."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from shardforge.config import ConfigError, load_config
+from shardforge.layout import Layout
+from shardforge.lock import LockHeld, RunLock
+from shardforge.fsops import LocalFiles
+from shardforge.stages import ORDER, REGISTRY
+
+ROOT = Path(__file__).resolve().parent.parent
+DOCS = [{"id": f"d{i:03d}", "text": f"document {i} is about topic {i % 7} and says enough words to pass"}
+        for i in range(40)]
+
+
+def _jsonl(path: Path, rows, extra_lines=()) -> str:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows) + "".join(extra_lines))
+    return str(path)
+
+
+def _cfg(inp: str, out: Path, stages, *overrides):
+    cfg = load_config(None, ["dedup.near=false", "shards.num_shards=2", *overrides])
+    return cfg.replace(pipeline=replace(cfg.pipeline, input=(inp,), output=str(out), stages=tuple(stages)))
+
+
+def _run(spark, cfg, **options):
+    from shardforge.runner import RunOptions, run_job
+
+    return run_job(cfg, cfg.pipeline.stages, layout=Layout.for_output(cfg.pipeline.output),
+                   options=RunOptions(**options), spark=spark)
+
+
+def test_registry_is_the_one_order_and_names_real_outputs():
+    import dataclasses
+
+    import shardforge.steps as steps
+
+    assert ORDER == ("ingest", "clean", "redact", "dedup", "curate", "build-shards")
+    fields = {f.name for f in dataclasses.fields(Layout)}
+    for spec in REGISTRY.values():
+        assert callable(getattr(steps, spec.function))
+        assert spec.output == "" or spec.output in fields, spec.name
+    with pytest.raises(AttributeError):
+        Layout.for_output("/x").curatd  # a typo is an error, not a path
+
+
+@pytest.mark.parametrize("stages, message", [
+    (["clean", "bake"], "unknown stage 'bake' (known, in order: ingest, clean, redact, dedup, curate, build-shards)"),
+    (["redact", "clean"], "stage 'clean' must come before 'redact'"),
+    (["clean", "clean"], "stage 'clean' is listed twice"),
+    (["read", "clean"], "unknown stage 'read'"),
+    ([], "no stage listed"),
+])
+def test_bad_stage_lists_are_config_errors(stages, message):
+    with pytest.raises(ConfigError) as err:
+        load_config(None, [f"pipeline.stages={json.dumps(stages)}"])
+    assert message in str(err.value) and str(err.value).startswith("pipeline.stages: ")
+
+
+@pytest.mark.slow
+def test_a_plan_of_clean_alone_reads_and_cleans_nothing_else(spark, tmp_path):
+    inp = _jsonl(tmp_path / "docs.jsonl", DOCS + [{"id": "short", "text": "tiny"}], ["{broken json\n"])
+    out = tmp_path / "out"
+    report = _run(spark, _cfg(inp, out, ["clean"], "clean.min_chars=10"))
+    assert report["plan"] == ["read", "clean"]
+    assert [s["name"] for s in report["stages"]] == ["read", "clean"]
+    read, clean = report["stages"]
+    assert (read["rows_in"], read["kept"], read["rejected"]) == (42, 41, 1)   # the broken line: read's reject
+    assert (clean["rows_in"], clean["kept"], clean["rejected"]) == (41, 40, 1)
+    assert sorted(p.name for p in out.iterdir()) == ["clean", "rejects", "report.html", "report.json"]
+    assert spark.read.format("delta").load(str(out / "clean")).count() == 40
+    reasons = sorted(r.reason for r in spark.read.format("delta").load(str(out / "rejects")).collect())
+    assert reasons == ["filter:min_chars", "invalid:malformed_json"]
+
+    # a table of documents is read as it is: no read stage
+    again = _run(spark, _cfg(str(out / "clean"), tmp_path / "out2", ["redact"]))
+    assert again["plan"] == ["redact"] and again["stages"][0]["rows_in"] == 40
+
+
+def _unfinish(out: Path, *drop_markers: str) -> None:
+    """Make `out/_run` look like a run killed after its last remaining marker."""
+    state = json.loads((out / "_run" / "state.json").read_text())
+    state.pop("finished", None)
+    (out / "_run" / "state.json").write_text(json.dumps(state))
+    for stage in drop_markers:
+        (out / "_run" / stage / "_COMPLETE.json").unlink()
+
+
+@pytest.mark.slow
+def test_rerun_reuses_by_fingerprint_and_a_crash_after_the_curated_commit_adds_nothing(spark, tmp_path):
+    """A completed stage is reused while its fingerprint holds; a changed section reruns it
+    and everything after it (nothing before). A run killed after the curated MERGE but before
+    curate's marker reruns curate against the version pinned at its start: the same rows are
+    kept and reported, none is merged twice."""
+    from shardforge.curated import table_version
+    from shardforge.runner import Runner, RunOptions
+
+    inp = _jsonl(tmp_path / "docs.jsonl", DOCS)
+    out = tmp_path / "out"
+    stages = ["ingest", "clean", "redact", "dedup", "curate"]
+    cfg = _cfg(inp, out, stages)
+    first = _run(spark, cfg, keep_intermediate=True)
+    assert first["resumed_from"] is None and not any(s["reused"] for s in first["stages"])
+    markers = {p.parent.name for p in (out / "_run").glob("*/_COMPLETE.json")}
+    assert markers == set(stages)
+    version = table_version(spark, str(out / "curated"))
+
+    _unfinish(out, "curate")      # killed after the MERGE committed, before the marker
+    again = _run(spark, cfg, keep_intermediate=True)
+    assert again["resumed_from"] == "curate"
+    assert [s["reused"] for s in again["stages"]] == [True, True, True, True, False]
+    assert again["stages"][-1]["kept"] == first["stages"][-1]["kept"] == 40
+    assert again["curated"] == first["curated"]
+    assert table_version(spark, str(out / "curated")) == version
+    rejects = spark.read.format("delta").load(str(out / "rejects"))
+    assert rejects.filter("stage = 'curate'").count() == 0
+
+    # a finished run's intermediates are not resumed: the next run starts afresh
+    fresh = _run(spark, cfg, keep_intermediate=True)
+    assert fresh["resumed_from"] is None and fresh["curated"]["inserted"] == 0
+
+    _unfinish(out)
+    changed = cfg.replace(redact=replace(cfg.redact, kinds=("EMAIL",)))
+    third = Runner(spark, changed, Layout.for_output(str(out)), tuple(stages), RunOptions()).execute()
+    assert {s["name"]: s["reused"] for s in third["stages"]} == {
+        "ingest": True, "clean": True, "redact": False, "dedup": False, "curate": False}
+    assert third["resumed_from"] == "redact"
+    assert not (out / "_run").exists()
+
+
+@pytest.mark.slow
+def test_a_stage_that_loses_rows_or_breaks_the_schema_stops_the_run(spark, tmp_path, monkeypatch):
+    import shardforge.steps as steps
+    from shardforge.run import AccountingError
+    from shardforge.runner import StageOutput
+    from shardforge.schemas import SchemaMismatch
+
+    inp = _jsonl(tmp_path / "docs.jsonl", DOCS)
+    original = steps.clean
+
+    def lossy(ctx, df):
+        out = original(ctx, df)
+        return StageOutput(out.kept.limit(10), out.rejected)   # 30 rows vanish, no reason given
+
+    monkeypatch.setattr(steps, "clean", lossy)
+    with pytest.raises(AccountingError, match="stage clean: 40 rows in, but 10 kept . 0 rejected"):
+        _run(spark, _cfg(inp, tmp_path / "a", ["ingest", "clean"]))
+
+    def retyped(ctx, df):
+        out = original(ctx, df)
+        return StageOutput(out.kept.withColumn("text", out.kept["text"].cast("binary")), out.rejected)
+
+    monkeypatch.setattr(steps, "clean", retyped)
+    with pytest.raises(SchemaMismatch, match=r"output of stage clean: .*text: binary \(expected string\)"):
+        _run(spark, _cfg(inp, tmp_path / "b", ["ingest", "clean"]))
+    assert not (tmp_path / "b" / "_lock.json").exists()       # released on failure too
+
+
+def test_exit_codes_follow_the_contract(capsys):
+    from shardforge.ingest import InputError
+    from shardforge.jobargs import guarded
+    from shardforge.run import AccountingError
+    from shardforge.schemas import SchemaMismatch
+
+    def raising(exc):
+        def body():
+            raise exc
+        return body
+
+    assert guarded("p", lambda: 0) == 0
+    assert guarded("p", raising(ConfigError("download.threads_per_task: must be >= 1, got 0"))) == 2
+    assert guarded("p", raising(InputError("input not found: /x"))) == 2
+    assert guarded("p", raising(AccountingError("stage x: 3 rows in, but 2 kept + 0 rejected"))) == 3
+    assert guarded("p", raising(SchemaMismatch("output of stage x: schema does not match"))) == 3
+    assert guarded("p", raising(LockHeld("out/_lock.json is held by pid 7"))) == 1
+    err = capsys.readouterr().err
+    assert "p: error: download.threads_per_task" in err and "p: data contract violated: stage x" in err
+    with pytest.raises(ZeroDivisionError):     # anything else: a traceback and exit 1 (Python's own)
+        guarded("p", raising(ZeroDivisionError("bug")))
+
+
+def test_bad_stage_settings_exit_2_naming_the_key_before_spark_starts(tmp_path):
+    inp = _jsonl(tmp_path / "docs.jsonl", DOCS)
+    urls = tmp_path / "urls.csv"
+    urls.write_text("url\nhttp://127.0.0.1:9/x\n")
+    env = {**os.environ, "SHARDFORGE_JARS": str(tmp_path / "no-jars")}   # Spark could not even start
+    for key, value in (("download.threads_per_task", "0"), ("download.image_quality", "101"),
+                       ("download.allowed_networks", '["not-a-net"]')):
+        proc = subprocess.run([sys.executable, "-m", "shardforge.cli", "pipeline", "--input", inp, "--urls",
+                               str(urls), "--output", str(tmp_path / "o"), "--set", f"{key}={value}"],
+                              capture_output=True, text=True, timeout=120, env=env)
+        assert proc.returncode == 2, proc.stderr
+        assert key in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_run_lock_names_its_owner_and_expires_with_its_process(tmp_path):
+    path = str(tmp_path / "_lock.json")
+    held = RunLock(path, LocalFiles(), timeout=60).acquire()
+    try:
+        with pytest.raises(LockHeld) as err:
+            RunLock(path, LocalFiles(), timeout=60).acquire()
+        assert f"held by pid {os.getpid()} on " in str(err.value) and held.run_id in str(err.value)
+    finally:
+        held.release()
+    assert not os.path.exists(path)
+
+    # a lock left by a process that died (SIGKILL leaves it behind) is taken over at once
+    proc = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = RunLock(path, LocalFiles())
+    dead.owner["pid"] = int(proc.stdout)
+    LocalFiles().write_text(path, dead._text())
+    with RunLock(path, LocalFiles()) as taker:
+        assert json.loads(Path(path).read_text())["owner"]["run_id"] == taker.run_id
+
+    # another host's lock: held while its heartbeat is fresh, stale after the timeout
+    other = {"owner": {"host": "elsewhere", "pid": 1, "run_id": "r1"}, "heartbeat": time.time(), "timeout": 30}
+    Path(path).write_text(json.dumps(other))
+    with pytest.raises(LockHeld, match="pid 1 on elsewhere"):
+        RunLock(path, LocalFiles()).acquire()
+    Path(path).write_text(json.dumps({**other, "heartbeat": time.time() - 31}))
+    RunLock(path, LocalFiles()).acquire().release()
+
+
+def test_the_heartbeat_keeps_the_lock_fresh(tmp_path):
+    path = str(tmp_path / "_lock.json")
+    lock = RunLock(path, LocalFiles(), timeout=0.4).acquire()
+    try:
+        first = json.loads(Path(path).read_text())["heartbeat"]
+        deadline = time.monotonic() + 30
+        while json.loads(Path(path).read_text())["heartbeat"] == first:
+            assert time.monotonic() < deadline, "no heartbeat was written"
+            time.sleep(0.05)
+    finally:
+        lock.release()
