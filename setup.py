@@ -25,7 +25,8 @@ for sub, folder in PACKAGE_DIR.items():
     PACKAGE_DIR.update({sub + "." + p: folder + "/" + p.replace(".", "/") for p in find_packages(folder)})
 PACKAGE_DIR.update({"shardforge." + p: "lib/" + p.replace(".", "/") for p in find_packages("lib")})
 
-SPARK = ["pyspark==4.2.0", "delta-spark==4.4.0", "pandas>=2.2,<3", "requests>=2.31", "pillow>=10"]
+SPARK = ["pyspark==4.2.0", "delta-spark==4.4.0", "pandas>=2.2,<3", "requests>=2.31", "pillow>=10",
+         "tokenizers==0.23.3"]  # pinned: token ids (and so shard bytes) depend on its version
 TORCH = ["torch>=2.2"]
 
 setup(

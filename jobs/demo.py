@@ -60,6 +60,22 @@ def write_url_list(base: str, out: Path) -> Path:
     return path
 
 
+def train_tokenizer(path: Path) -> Path:
+    """A small byte-level BPE tokenizer trained on the sample's texts (nothing downloaded;
+    the same sample gives the same tokenizer.json)."""
+    from shardforge.tokenize import train_bpe
+
+    texts = []
+    with open(SAMPLE / "docs.jsonl", encoding="utf-8") as fh:
+        for line in fh:
+            try:
+                texts.append(json.loads(line).get("text") or "")
+            except (ValueError, AttributeError):
+                continue        # the sample's deliberately broken lines
+    train_bpe(texts, str(path), vocab_size=2000)
+    return path
+
+
 def read_rank(rank: int, world: int, shards: str, port: int, batch_size: int, queue) -> None:
     import torch.distributed as dist
     from torch.utils.data import DataLoader
@@ -123,7 +139,13 @@ def main(argv=None) -> int:
     try:
         urls = write_url_list(base, out / "_input")
         inputs = tuple(str(p if Path(p).is_absolute() else ROOT / p) for p in cfg.pipeline.input)
-        cfg = cfg.replace(pipeline=replace(cfg.pipeline, input=inputs, urls=(str(urls),), output=str(out)))
+        tokenizer = train_tokenizer(out / "_input" / "tokenizer.json")
+        stages = cfg.pipeline.stages
+        if "tokenize" not in stages and "curate" in stages:
+            stages = (*stages[:stages.index("curate")], "tokenize", *stages[stages.index("curate"):])
+        cfg = cfg.replace(pipeline=replace(cfg.pipeline, input=inputs, urls=(str(urls),), output=str(out),
+                                           stages=stages),
+                          tokenize=replace(cfg.tokenize, tokenizer=str(tokenizer), eos_id=1))
         spark = get_spark(cfg.spark)
         report = run_pipeline(spark, cfg)
         spark.stop()

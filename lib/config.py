@@ -49,6 +49,9 @@ class IngestSection:
     id_column: str = "id"       # taken as the document id when present
     text_column: str = "text"
     source_column: str = "source"
+    # JSONL fields kept as typed columns instead of JSON in `meta`: name -> Spark SQL type,
+    # e.g. { tokens = "array<int>", score = "double" }
+    columns: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -152,6 +155,15 @@ class DedupSection:
 
 
 @dataclass(frozen=True)
+class TokenizeSection:
+    """[tokenize]: token ids by a `tokenizers` tokenizer.json (shardforge.tokenize)."""
+    tokenizer: str = ""          # path to tokenizer.json (read on the driver; executors get it broadcast)
+    column: str = "tokens"       # the token list column (num_tokens is added beside it)
+    bos_id: int = -1             # prepended to every document; -1 = none
+    eos_id: int = -1             # appended to every document; -1 = none
+
+
+@dataclass(frozen=True)
 class ShardsSection:
     key: str = "id"
     num_shards: int = 0          # 0 = derive from target_rows / target_bytes
@@ -173,6 +185,7 @@ class Config:
     clean: CleanSection = field(default_factory=CleanSection)
     redact: RedactSection = field(default_factory=RedactSection)
     dedup: DedupSection = field(default_factory=DedupSection)
+    tokenize: TokenizeSection = field(default_factory=TokenizeSection)
     shards: ShardsSection = field(default_factory=ShardsSection)
 
     def to_dict(self) -> dict[str, Any]:
@@ -264,7 +277,8 @@ def _section(name: str, cls: type, raw: Mapping[str, Any]) -> Any:
 def _check_ranges(name: str, obj: Any) -> None:
     for f in dataclasses.fields(obj):
         v = getattr(obj, f.name)
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and v < 0:
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and v < 0 and not (
+                name == "tokenize" and f.name in ("bos_id", "eos_id") and v == -1):
             raise ConfigError(f"{name}.{f.name}: must be >= 0, got {v!r}")
     if name == "pipeline":
         try:

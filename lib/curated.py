@@ -46,12 +46,27 @@ def read_table(spark: SparkSession, path: str, version: int | None = None) -> Da
     return reader.load(path)
 
 
+class SchemaConflict(ValueError):
+    """A batch gives a column another type than the table has."""
+
+
+def check_types(df: DataFrame, table: DataFrame, path: str) -> None:
+    """A SchemaConflict naming every column whose type differs between `df` and `table`."""
+    have = {f.name: f.dataType for f in table.schema.fields}
+    bad = [f"{f.name!r} is {f.dataType.simpleString()} in this batch but {have[f.name].simpleString()} in {path}"
+           for f in df.schema.fields if f.name in have and have[f.name] != f.dataType]
+    if bad:
+        raise SchemaConflict("column " + "; column ".join(bad) + " (a column keeps one type in a table)")
+
+
 def merge_new(spark: SparkSession, df: DataFrame, path: str, key: str | list[str] = "id") -> MergeOutcome:
     """Insert the rows of `df` whose key is not in the Delta table at `path` (created if absent).
 
     Keys are compared null-safely. `df` must not contain the same key twice (the
     stages before guarantee it for ids); rows already present are left untouched, so
-    merging the same rows again commits nothing.
+    merging the same rows again commits nothing. A column the table lacks is added to
+    it (older rows read null there); a column `df` lacks is null in its rows; a column
+    with another type is a SchemaConflict, before anything is written.
     """
     from delta.tables import DeltaTable
 
@@ -59,6 +74,7 @@ def merge_new(spark: SparkSession, df: DataFrame, path: str, key: str | list[str
     if not is_delta(path):
         df.write.format("delta").mode("errorifexists").save(path)
         return MergeOutcome(inserted=read_table(spark, path).count(), version=table_version(spark, path))
+    check_types(df, read_table(spark, path), path)
     existing = read_table(spark, path).select(*keys)
     fresh = df.join(existing, on=[df[k].eqNullSafe(existing[k]) for k in keys], how="left_anti")
     fresh = fresh.persist()
@@ -68,7 +84,7 @@ def merge_new(spark: SparkSession, df: DataFrame, path: str, key: str | list[str
             return MergeOutcome(inserted=0, version=table_version(spark, path))
         cond = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in keys)
         (DeltaTable.forPath(spark, path).alias("t")
-         .merge(fresh.alias("s"), cond).whenNotMatchedInsertAll().execute())
+         .merge(fresh.alias("s"), cond).whenNotMatchedInsertAll().withSchemaEvolution().execute())
         return MergeOutcome(inserted=n, version=table_version(spark, path))
     finally:
         fresh.unpersist()

@@ -6,7 +6,11 @@ documents, and REJECT rows for lines that could not (`invalid:malformed_json`,
 taken from the id column when present and non-null, otherwise derived from
 content and source (`shardforge.keys.derived_id_expr`), never from position.
 `source` is the file's path relative to the input root, so a corpus that moves
-keeps its ids. Columns other than id/text/source/url are kept as JSON in `meta`.
+keeps its ids. Every other column of a Parquet or Delta input is kept with its own
+type (columns whose name starts with `_` are Spark's or ours and are left out); JSONL
+fields are kept as JSON in `meta`, except those `[ingest] columns` declares with a type,
+which become columns of that type (a value that does not fit is `invalid:column_type`).
+Inputs that give one column two types are an InputError naming the column.
 """
 from __future__ import annotations
 
@@ -67,48 +71,71 @@ def _relative_source(root: str):
     return F.when(name.startswith(prefix), rel).otherwise(name)
 
 
-def _finish(df: DataFrame, cfg: IngestSection) -> DataFrame:
-    """id/text/source/url/meta -> DOCUMENT columns (kind 'document')."""
-    from shardforge.schemas import DOCUMENT, conform
+def _finish(df: DataFrame) -> DataFrame:
+    """DOCUMENT columns first (id derived where missing, kind 'document' unless the input
+    says), then the input's own columns with their types."""
+    from shardforge.schemas import documents
 
     doc = df.withColumn("id", F.coalesce(F.col("id"), derived_id_expr("text", "source")))
-    doc = doc.withColumn("kind", F.lit("document"))
-    return conform(doc, DOCUMENT)
+    kind = F.coalesce(F.col("kind").cast("string"), F.lit("document")) if "kind" in df.columns else F.lit("document")
+    return documents(doc.withColumn("kind", kind))
+
+
+def declared_schema(cfg: IngestSection):
+    """The StructType of `[ingest] columns` (name -> Spark SQL type); a ConfigError names a
+    type Spark cannot parse. Needs a session (Spark parses the types)."""
+    from pyspark.sql.types import StructField, StructType, _parse_datatype_string
+
+    from .config import ConfigError
+
+    fields = []
+    for name, ddl in cfg.columns.items():
+        try:
+            fields.append(StructField(name, _parse_datatype_string(ddl), True))
+        except Exception as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ConfigError(f"ingest.columns.{name}: {ddl!r} is not a Spark SQL type ({first})") from None
+    return StructType(fields)
 
 
 def _read_jsonl(spark: SparkSession, path: str, cfg: IngestSection) -> StageResult:
     lines = spark.read.text(path).select(F.col("value").alias("_line"),
                                          _relative_source(path).alias("_file"))
+    declared = declared_schema(cfg)
+    named_cols = (cfg.id_column, cfg.text_column, cfg.source_column, "url")
     known = f"`{cfg.id_column}` string, `{cfg.text_column}` string, `{cfg.source_column}` string, url string"
+    typed = "".join(f", `{f.name}` {f.dataType.simpleString()}" for f in declared.fields if f.name not in named_cols)
     parsed = lines.select(
         "_line", "_file",
-        F.from_json("_line", known + ", _corrupt string",
+        F.from_json("_line", known + typed + ", _corrupt string",
                     {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt"}).alias("_j"),
         F.from_json("_line", "map<string,string>").alias("_m"),
     )
     blank = F.trim(F.col("_line")) == ""
+    not_json = F.col("_m").isNull()
     malformed = F.col("_j").isNull() | F.col("_j._corrupt").isNotNull()
     not_object = ~F.trim(F.col("_line")).startswith("{")
     ok = parsed.filter(~blank & ~malformed)
+    skip = [*named_cols, *declared.fieldNames()]
+    extras = F.map_filter("_m", lambda k, v: ~k.isin(*skip))
     named = ok.select(
         F.col(f"_j.`{cfg.id_column}`").alias("id"),
         F.col(f"_j.`{cfg.text_column}`").alias("text"),
         F.coalesce(F.col(f"_j.`{cfg.source_column}`"), F.col("_file")).alias("source"),
         F.col("_j.url").alias("url"),
-        F.when(F.size(F.map_filter("_m", lambda k, v: ~k.isin(
-            cfg.id_column, cfg.text_column, cfg.source_column, "url"))) > 0,
-            F.to_json(F.map_filter("_m", lambda k, v: ~k.isin(
-                cfg.id_column, cfg.text_column, cfg.source_column, "url")))).alias("meta"),
+        F.when(F.size(extras) > 0, F.to_json(extras)).alias("meta"),
+        *[F.col(f"_j.`{f.name}`").alias(f.name) for f in declared.fields if f.name not in named_cols],
     )
     docs, missing = _split_missing_text(named)
     bad = parsed.filter(blank | malformed).select(
         F.lit(None).cast("string").alias("id"), F.col("_file").alias("source"),
         F.col("_line").alias("line"),
         F.when(blank, "invalid:blank_line").when(not_object, "invalid:not_an_object")
-         .otherwise("invalid:malformed_json").alias("_reason"))
+         .when(not_json, "invalid:malformed_json").otherwise(
+            F.lit("invalid:column_type" if len(declared) else "invalid:malformed_json")).alias("_reason"))
     rej = rejects(bad, "ingest", F.col("_reason"), F.substring("line", 1, 200)).unionByName(
         rejects(missing, "ingest", "invalid:missing_text"))
-    return StageResult(_finish(docs, cfg), rej)
+    return StageResult(_finish(docs), rej)
 
 
 def _split_missing_text(df: DataFrame) -> tuple[DataFrame, DataFrame]:
@@ -120,18 +147,40 @@ def _read_table(df: DataFrame, path: str, cfg: IngestSection, *, file_source) ->
     if cfg.text_column not in cols:
         raise InputError(f"{path}: no text column {cfg.text_column!r} (columns: {sorted(cols)}); "
                          f"set ingest.text_column")
-    extra = [c for c in df.columns
-             if c not in (cfg.id_column, cfg.text_column, cfg.source_column, "url") and not c.startswith("_")]
-    named = df.select(
+    named = (cfg.id_column, cfg.text_column, cfg.source_column, "url")
+    extra = [c for c in df.columns if c not in named and not c.startswith("_")]
+    meta = []
+    if "meta" in extra and df.schema["meta"].dataType.typeName() != "string":
+        meta = [F.to_json(F.col("meta")).alias("meta")]          # a struct or map: kept as JSON text
+        extra.remove("meta")
+    out = df.select(
         (F.col(cfg.id_column).cast("string") if cfg.id_column in cols else F.lit(None).cast("string")).alias("id"),
         F.col(cfg.text_column).cast("string").alias("text"),
         (F.coalesce(F.col(cfg.source_column).cast("string"), file_source) if cfg.source_column in cols
          else file_source).alias("source"),
         (F.col("url").cast("string") if "url" in cols else F.lit(None).cast("string")).alias("url"),
-        (F.to_json(F.struct(*[F.col(c) for c in extra])) if extra else F.lit(None).cast("string")).alias("meta"),
+        *meta,
+        *[F.col(f"`{c}`") for c in extra],
     )
-    docs, missing = _split_missing_text(named)
-    return StageResult(_finish(docs, cfg), rejects(missing, "ingest", "invalid:missing_text"))
+    docs, missing = _split_missing_text(out)
+    return StageResult(_finish(docs), rejects(missing, "ingest", "invalid:missing_text"))
+
+
+def union_documents(frames: list[tuple[str, DataFrame]]) -> DataFrame:
+    """The frames' rows by column name (a column one lacks is null there). A column with
+    two types is an InputError naming it and the two inputs."""
+    seen: dict[str, tuple[str, object]] = {}
+    for where, df in frames:
+        for f in df.schema.fields:
+            if f.name in seen and seen[f.name][1] != f.dataType:
+                first, t = seen[f.name]
+                raise InputError(f"column {f.name!r} is {t.simpleString()} in {first} but "
+                                 f"{f.dataType.simpleString()} in {where}; give it one type")
+            seen.setdefault(f.name, (where, f.dataType))
+    out = frames[0][1]
+    for _, df in frames[1:]:
+        out = out.unionByName(df, allowMissingColumns=True)
+    return out
 
 
 def read_documents(spark: SparkSession, paths: str | list[str] | tuple[str, ...], cfg: IngestSection,
@@ -158,9 +207,8 @@ def read_documents(spark: SparkSession, paths: str | list[str] | tuple[str, ...]
             results.append(_read_table(df, path, cfg, file_source=F.col("_src")))
         else:
             raise InputError(f"{path}: unsupported input format {kind!r}")
-    kept = results[0].kept
+    kept = union_documents([(p, r.kept) for p, r in zip(paths, results)])
     rejected = results[0].rejected
     for r in results[1:]:
-        kept = kept.unionByName(r.kept)
         rejected = rejected.unionByName(r.rejected)
     return StageResult(kept, rejected)

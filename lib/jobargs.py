@@ -80,10 +80,11 @@ def user_errors() -> tuple[type[BaseException], ...]:
 
     errors: list[type[BaseException]] = [ConfigError, ManifestError, FileNotFoundError]
     try:
+        from .curated import SchemaConflict
         from .ingest import InputError
         from .shards import ShardBuildError
 
-        errors += [InputError, ShardBuildError]
+        errors += [InputError, ShardBuildError, SchemaConflict]
     except ImportError:  # no pyspark: only the Spark-free commands run
         pass
     return tuple(errors)

@@ -2,7 +2,7 @@
 
     OUT/raw            Delta  ingested documents as they came (pipeline.write_raw)
     OUT/downloads      Delta  one row per fetched URL (row-level resume of downloads)
-    OUT/clean|redact|dedup  Delta  a plan's result when it ends at that stage
+    OUT/clean|redact|dedup|tokenize  Delta  a plan's result when it ends at that stage
     OUT/curated        Delta  the deduplicated corpus, merged by id, versioned
     OUT/dedup_state    Delta  the MinHash side table of curated documents
     OUT/dedup_audit    Delta  one row per removed duplicate
@@ -17,7 +17,7 @@ and run folder live beside the build (`S/_report`, `S/rejects`, `S/_run`).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 
 def join(root: str, *names: str) -> str:
@@ -33,6 +33,7 @@ class Layout:
     clean: str
     redact: str
     dedup: str
+    tokenize: str
     curated: str
     dedup_state: str
     dedup_audit: str
@@ -50,7 +51,7 @@ class Layout:
             return join(root, *names)
 
         return cls(root=root, raw=p("raw"), downloads=p("downloads"), clean=p("clean"), redact=p("redact"),
-                   dedup=p("dedup"), curated=p("curated"), dedup_state=p("dedup_state"),
+                   dedup=p("dedup"), tokenize=p("tokenize"), curated=p("curated"), dedup_state=p("dedup_state"),
                    dedup_audit=p("dedup_audit"), rejects=p("rejects"), shards=p("shards"), report=root,
                    work=p("_run"), lock=p("_lock.json"), download_spool=p("_download_spool"),
                    checkpoints=p("_checkpoints"))
@@ -59,8 +60,6 @@ class Layout:
     def for_build(cls, shards: str) -> "Layout":
         """`build-shards --output S`: the build is published at S; everything else sits beside it."""
         base = cls.for_output(shards)
-        from dataclasses import replace
-
         return replace(base, shards=shards, report=join(shards, "_report"))
 
     def output_of(self, stage_output: str) -> str:

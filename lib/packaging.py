@@ -37,7 +37,7 @@ from pathlib import Path
 # Python package -> source folder, the layout setup.py installs.
 LAYOUT = {"shardforge": "lib", "shardforge.jobs": "jobs", "shardforge.loaders": "loaders",
           "shardforge.schemas": "schemas"}
-RUNTIME = ("numpy", "pyarrow", "pandas", "requests", "pillow", "xxhash")
+RUNTIME = ("numpy", "pyarrow", "pandas", "requests", "pillow", "xxhash", "tokenizers")
 _FIXED_TIME = (1980, 1, 1, 0, 0, 0)
 _SKIP_DIRS = {"__pycache__", ".pytest_cache", ".hypothesis"}
 

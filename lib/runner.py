@@ -147,7 +147,8 @@ def _sha(obj: Any) -> str:
 
 
 def config_part(cfg: Config, spec: StageSpec) -> dict:
-    """The config a stage's fingerprint covers: its `reads`, without its `ignore` keys."""
+    """The config a stage's fingerprint covers: its `reads` without its `ignore` keys, and
+    the sha256 of the files its `content_of` keys name."""
     full = cfg.to_dict()
     part: dict[str, Any] = {}
     for ref in spec.reads:
@@ -156,6 +157,10 @@ def config_part(cfg: Config, spec: StageSpec) -> dict:
     for ref in spec.ignore:
         section, _, key = ref.partition(".")
         part.get(section, {}).pop(key, None)
+    for ref in spec.content_of:
+        section, _, key = ref.partition(".")
+        with open(full[section][key], "rb") as fh:
+            part[f"sha256({ref})"] = hashlib.sha256(fh.read()).hexdigest()
     return part
 
 
@@ -465,6 +470,10 @@ def validate(cfg: Config, stages: tuple[str, ...]) -> None:
                 from .dedup.stage import resolve_params
 
                 resolve_params(cfg.dedup)
+            elif name == "tokenize":
+                from .tokenize import load_tokenizer
+
+                load_tokenizer(cfg.tokenize.tokenizer)
         except ConfigError:
             raise
         except ValueError as exc:
@@ -508,6 +517,9 @@ def run_job(cfg: Config, stages, *, layout: Layout, options: RunOptions = RunOpt
             spark = get_spark(cfg.spark)
         if lock is None:
             lock = RunLock(layout.lock, HadoopFiles(spark), timeout=cfg.pipeline.lock_timeout).acquire()
+        from .ingest import declared_schema
+
+        declared_schema(cfg.ingest)    # Spark parses the declared JSONL column types: a ConfigError names a bad one
         return Runner(spark, cfg, layout, stages, options, name=name).execute()
     finally:
         if lock is not None:

@@ -44,11 +44,31 @@ def settings_of(cfg: ShardsSection) -> WriterSettings:
 
 
 def arrow_schema(df: DataFrame) -> pa.Schema:
-    """The shards' Arrow schema: Spark's types, every field nullable (fixed, whatever the plan)."""
+    """The shards' Arrow schema: Spark's types, every field nullable (fixed, whatever the plan).
+    An integer list whose Spark field names a narrower type in its metadata (the tokenize
+    stage's `shardforge.dtype`, e.g. uint16) is stored as a list of that type."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
+    from .tokenize import DTYPE_KEY
+
     schema = to_arrow_schema(df.schema, timezone="UTC")
-    return pa.schema([pa.field(f.name, f.type, nullable=True) for f in schema])
+    fields = []
+    for spark_field, f in zip(df.schema.fields, schema):
+        t, narrow = f.type, (spark_field.metadata or {}).get(DTYPE_KEY)
+        if narrow and pa.types.is_list(t) and pa.types.is_integer(t.value_type):
+            t = pa.list_(pa.field(t.value_field.name, pa.from_numpy_dtype(np.dtype(narrow)), t.value_field.nullable))
+        fields.append(pa.field(f.name, t, nullable=True))
+    return pa.schema(fields)
+
+
+def drop_unused_image_columns(df: DataFrame) -> DataFrame:
+    """The image columns go only into builds that have image rows (kind = 'image')."""
+    from shardforge.schemas import IMAGE
+
+    present = [c for c in IMAGE.fieldNames() if c in df.columns]
+    if not present or ("kind" in df.columns and df.where(F.col("kind") == "image").limit(1).count()):
+        return df
+    return df.drop(*present)
 
 
 def size_input(df: DataFrame, cfg: ShardsSection) -> tuple[int, int]:
@@ -128,6 +148,7 @@ def build_shards(df: DataFrame, output: str, cfg: ShardsSection, *, source: dict
             raise ShardBuildError(f"shards.columns: {missing} not in the input (columns: {df.columns})")
         cols = list(dict.fromkeys([cfg.key, *cfg.columns]))
         df = df.select(*[F.col(f"`{c}`") for c in cols])
+    df = drop_unused_image_columns(df)
     num_shards, total = size_input(df, cfg)
     schema = arrow_schema(df)
     settings = settings_of(cfg)

@@ -3,7 +3,7 @@
 A `StageSpec` says what a stage is: its name, the config it reads (the part of the
 config its fingerprint covers), the schemas asserted at its boundaries, the Layout
 field its final output is published to, and the function that runs it
-(`shardforge.steps.<name>`). `pipeline.stages` picks from `ORDER`; the runner
+(`shardforge.steps.<function>`). `pipeline.stages` picks from `ORDER`; the runner
 (`shardforge.runner`) executes the picked stages in this order for every entry
 point: `shardforge pipeline`, each single-stage subcommand and `build-shards`.
 
@@ -25,6 +25,7 @@ class StageSpec:
     input_schema: str | None = "DOCUMENT"   # name in shardforge.schemas; "ANY": no check; None: reads the run's inputs
     output_schema: str | None = "DOCUMENT"  # asserted on kept rows (extra columns allowed); None: a sink
     ignore: tuple[str, ...] = ()        # keys of `reads` left out of the fingerprint
+    content_of: tuple[str, ...] = ()    # keys naming files whose content (sha256) the fingerprint covers
     listable: bool = True               # may appear in pipeline.stages (else the runner adds it)
 
     @property
@@ -48,14 +49,17 @@ _SPECS = (
     StageSpec("clean", reads=("clean",), function="clean", output="clean"),
     StageSpec("redact", reads=("redact",), function="redact", output="redact", output_schema="CURATED"),
     StageSpec("dedup", reads=("dedup",), function="dedup", output="dedup", ignore=("dedup.checkpoint_dir",)),
-    StageSpec("curate", reads=(), function="curate", output="curated", output_schema="CURATED"),
+    # the tokenizer file is covered by its content (sha256), not by its path
+    StageSpec("tokenize", reads=("tokenize",), function="tokenize", output="tokenize",
+              ignore=("tokenize.tokenizer",), content_of=("tokenize.tokenizer",)),
+    StageSpec("curate", reads=(), function="curate", output="curated"),
     StageSpec("build-shards", reads=("shards",), function="build_shards", output="shards",
               input_schema="ANY", output_schema=None),
 )
 
 REGISTRY: dict[str, StageSpec] = {s.name: s for s in _SPECS}
 ORDER: tuple[str, ...] = tuple(s.name for s in _SPECS if s.listable)
-DEFAULT_STAGES: tuple[str, ...] = ORDER
+DEFAULT_STAGES: tuple[str, ...] = tuple(n for n in ORDER if n != "tokenize")   # tokenize needs a tokenizer
 
 
 def check_stages(names) -> tuple[str, ...]:

@@ -25,18 +25,22 @@ def unique_ids(df: DataFrame) -> StageResult:
     """One row per id: of rows sharing an id, the one with the smallest (sha256(text), source)
     is kept; the others are rejected as `invalid:duplicate_id` (exact copies included:
     the dedup stage only sees distinct ids)."""
+    image = F.col("image") if "image" in df.columns else F.lit(None).cast("binary")
     w = Window.partitionBy("id").orderBy(F.sha2(F.coalesce("text", F.lit("")), 256), F.col("source"),
-                                         F.sha2(F.coalesce("image", F.lit(b"").cast("binary")), 256))
+                                         F.sha2(F.coalesce(image, F.lit(b"").cast("binary")), 256))
     ranked = df.withColumn("_n", F.row_number().over(w))
     kept = ranked.filter("_n = 1").drop("_n")
     return StageResult(kept, rejects(ranked.filter("_n > 1"), "ingest", "invalid:duplicate_id"))
 
 
-def _union(results: list[StageResult]) -> StageResult:
-    kept, rejected = results[0]
-    for r in results[1:]:
-        kept, rejected = kept.unionByName(r.kept), rejected.unionByName(r.rejected)
-    return StageResult(kept, rejected)
+def _union(results: list[tuple[str, StageResult]]) -> StageResult:
+    """Kept rows by column name (a column one part lacks is null there), rejects appended."""
+    from .ingest import union_documents
+
+    rejected = results[0][1].rejected
+    for _, r in results[1:]:
+        rejected = rejected.unionByName(r.rejected)
+    return StageResult(union_documents([(where, r.kept) for where, r in results]), rejected)
 
 
 def read(ctx: StageContext, _df: None) -> StageOutput:
@@ -54,12 +58,10 @@ def read(ctx: StageContext, _df: None) -> StageOutput:
         if fmt in ("delta", "parquet"):
             df = read_table(ctx.spark, path) if fmt == "delta" else ctx.spark.read.parquet(path)
             if set(DOCUMENT.fieldNames()) <= set(df.columns):
-                parts.append(StageResult(df, empty_rejects(ctx.spark)))
+                parts.append((path, StageResult(df, empty_rejects(ctx.spark))))
                 continue
-        parts.append(read_documents(ctx.spark, [path], cfg.ingest, fmt))
-    kept, rejected = parts[0]
-    for p in parts[1:]:
-        kept, rejected = kept.unionByName(p.kept, allowMissingColumns=True), rejected.unionByName(p.rejected)
+        parts.append((path, read_documents(ctx.spark, [path], cfg.ingest, fmt)))
+    kept, rejected = _union(parts)
     return StageOutput(kept, rejected)
 
 
@@ -71,7 +73,8 @@ def ingest(ctx: StageContext, _df: None) -> StageOutput:
 
     cfg, parts, report = ctx.cfg, [], {}
     if cfg.pipeline.input:
-        parts.append(read_documents(ctx.spark, cfg.pipeline.input, cfg.ingest, cfg.pipeline.input_format))
+        parts.append(("the documents", read_documents(ctx.spark, cfg.pipeline.input, cfg.ingest,
+                                                      cfg.pipeline.input_format)))
     results = None
     if cfg.pipeline.urls:
         from dataclasses import replace
@@ -86,7 +89,7 @@ def ingest(ctx: StageContext, _df: None) -> StageOutput:
         res = download(urls, dl, previous=load_previous(ctx.spark, ctx.layout.downloads, dl.spool_dir))
         results = res.results
         report["downloads"] = summary_dict(results)
-        parts.append(StageResult(res.kept, res.rejected))
+        parts.append(("the downloads", StageResult(res.kept, res.rejected)))
     batch = _union(parts)
     ids = unique_ids(batch.kept)
     spool = (cfg.download.spool_dir or ctx.layout.download_spool) if results is not None else None
@@ -99,10 +102,8 @@ def ingest(ctx: StageContext, _df: None) -> StageOutput:
                 merge_results(ctx.spark, results, ctx.layout.downloads)
             clear_spool(spool)
         if cfg.pipeline.write_raw and not ctx.is_last():
-            from shardforge.schemas import CURATED, conform
-
             with ctx.timed("raw"):
-                merge_new(ctx.spark, conform(done.kept, CURATED), ctx.layout.raw, key="id")
+                merge_new(ctx.spark, done.kept, ctx.layout.raw, key="id")
         return {}
 
     return StageOutput(ids.kept, batch.rejected.unionByName(ids.rejected), finish=finish, report=report)
@@ -149,6 +150,26 @@ def dedup(ctx: StageContext, df: DataFrame) -> StageOutput:
     return StageOutput(res.kept, res.rejected, extras={"audit": res.audit, "side": res.signatures}, finish=finish)
 
 
+def tokenize(ctx: StageContext, df: DataFrame) -> StageOutput:
+    """Token ids of every document (`shardforge.tokenize`); the report gets total tokens, a
+    tokens-per-document histogram and tokens per second."""
+    import time
+
+    from .tokenize import load_tokenizer, token_stats, tokenize as run_tokenize
+
+    info = load_tokenizer(ctx.cfg.tokenize.tokenizer)
+    t0 = time.monotonic()
+
+    def finish(done) -> dict:
+        stats = token_stats(done.kept)
+        seconds = time.monotonic() - t0
+        return {"tokens": {**stats, "column": ctx.cfg.tokenize.column, "dtype": info.dtype,
+                           "vocab_size": info.vocab_size, "tokenizer_sha256": info.sha256,
+                           "tokens_per_second": round(stats["total"] / seconds, 1) if seconds > 0 else None}}
+
+    return StageOutput(run_tokenize(df, ctx.cfg.tokenize, info), empty_rejects(ctx.spark), finish=finish)
+
+
 def _commit_side_table(ctx: StageContext) -> None:
     """Once a batch's documents are in their table, record their signatures in the dedup
     side table (merged by id: idempotent)."""
@@ -174,11 +195,14 @@ def curate(ctx: StageContext, df: DataFrame) -> StageOutput:
     are kept and merged. The split is against the pinned version, and the merge inserts only
     ids the table lacks, so a rerun after a crash that followed the commit keeps and rejects
     the same rows and commits nothing more."""
-    from shardforge.schemas import CURATED, conform
+    from shardforge.schemas import documents
+
+    from .curated import check_types
 
     spark, layout, base = ctx.spark, ctx.layout, ctx.base["curated"]
-    docs = conform(df, CURATED)
+    docs = documents(df)
     if base is not None:
+        check_types(docs, read_table(spark, layout.curated, base), layout.curated)
         existing = read_table(spark, layout.curated, base).select("id")
         fresh = docs.join(existing, "id", "left_anti")
         present = rejects(docs.join(existing, "id", "left_semi"), "curate",

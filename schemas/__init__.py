@@ -1,7 +1,10 @@
-"""Schemas are code: the StructTypes every job boundary asserts.
+"""Schemas are code: the StructTypes every stage boundary asserts.
 
-DOCUMENT is the row that flows from ingest to the curated Delta table and into the
-shards; stages may add the columns they own (clean: nothing; redact: pii_counts).
+DOCUMENT is the core of the row that flows from ingest to the curated Delta table and
+into the shards. Every other column travels with it, with its own type: the user's
+columns (from Parquet and Delta inputs, and JSONL fields declared in `[ingest] columns`),
+the image columns (only in batches the download stage fetched), and the columns stages
+own (redact: pii_counts; tokenize: the token list and num_tokens).
 REJECT is the one shape of every rejects table: every input row that does not
 reach the curated table lands there with a machine-readable reason
 (`download:<status>`, `filter:<rule>`, `duplicate_of:<id>`, `invalid:<why>`).
@@ -18,7 +21,10 @@ DOCUMENT = StructType([
     StructField("source", StringType(), True),
     StructField("url", StringType(), True),
     StructField("kind", StringType(), True),        # document | page | image
-    StructField("meta", StringType(), True),        # JSON object of kept input columns
+    StructField("meta", StringType(), True),        # JSON object of undeclared JSONL fields
+])
+
+IMAGE = StructType([                                # rows of kind "image" fill them
     StructField("image", BinaryType(), True),
     StructField("image_width", IntegerType(), True),
     StructField("image_height", IntegerType(), True),
@@ -68,6 +74,17 @@ def assert_schema(df: DataFrame, expected: StructType, where: str, *, extra_ok: 
         if extra:
             parts.append(f"unexpected {extra}")
         raise SchemaMismatch(f"{where}: schema does not match: " + "; ".join(parts))
+
+
+def documents(df: DataFrame) -> DataFrame:
+    """DOCUMENT's columns first, in its order and types (absent ones null), then every other
+    column of `df` as it is: user columns keep their types."""
+    from pyspark.sql import functions as F
+
+    have = set(df.columns)
+    core = [(F.col(f.name) if f.name in have else F.lit(None)).cast(f.dataType).alias(f.name) for f in DOCUMENT.fields]
+    rest = [F.col(f"`{c}`") for c in df.columns if c not in DOCUMENT.fieldNames()]
+    return df.select(*core, *rest)
 
 
 def conform(df: DataFrame, expected: StructType) -> DataFrame:

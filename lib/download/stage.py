@@ -184,7 +184,7 @@ def _conform(df: DataFrame) -> DataFrame:
 def kept_documents(results: DataFrame) -> DataFrame:
     """DOCUMENT rows for status ok. id = url_id(url); pages: text = extracted text;
     images: text = caption or ''. meta = the input meta object plus download facts."""
-    from shardforge.schemas import DOCUMENT, conform
+    from shardforge.schemas import IMAGE, documents
 
     ok = results.where(F.col("status") == "ok")
     facts = F.to_json(F.struct(
@@ -198,8 +198,8 @@ def kept_documents(results: DataFrame) -> DataFrame:
         url_id_expr("url").alias("id"),
         F.when(F.col("kind") == "image", F.coalesce(F.col("caption"), F.lit(""))).otherwise(F.col("text")).alias("text"),
         F.coalesce(F.col("source"), F.col("url")).alias("source"),
-        "url", "kind", meta.alias("meta"), "image", "image_width", "image_height")
-    return conform(out, DOCUMENT)
+        "url", "kind", meta.alias("meta"), *[F.col(f.name).cast(f.dataType) for f in IMAGE.fields])
+    return documents(out)
 
 
 def rejected_rows(results: DataFrame) -> DataFrame:
