@@ -198,8 +198,9 @@ def test_bad_stage_settings_exit_2_naming_the_key_before_spark_starts(tmp_path):
     for key, value in (("download.threads_per_task", "0"), ("download.image_quality", "101"),
                        ("download.allowed_networks", '["not-a-net"]')):
         proc = subprocess.run([sys.executable, "-m", "shardforge.cli", "pipeline", "--input", inp, "--urls",
-                               str(urls), "--output", str(tmp_path / "o"), "--set", f"{key}={value}"],
-                              capture_output=True, text=True, timeout=120, env=env)
+                               str(urls), "--output", str(tmp_path / "o"), "--set", f"{key}={value}",
+                               "--set", 'spark.jars_dir="/nonexistent"'],
+                              capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
         assert proc.returncode == 2, proc.stderr
         assert key in proc.stderr and "Traceback" not in proc.stderr
 

@@ -183,7 +183,7 @@ def test_a_missing_or_broken_tokenizer_exits_2_before_spark(tmp_path):
     for path, message in ((tmp_path / "missing.json", "cannot read"), (tmp_path / "broken.json", "is not a tokenizer.json")):
         proc = subprocess.run([sys.executable, "-m", "shardforge.cli", "pipeline", "--input", str(inp), "--output",
                                str(tmp_path / "o"), "--set", 'pipeline.stages=["ingest","tokenize"]', "--set",
-                               f"tokenize.tokenizer={json.dumps(str(path))}"], capture_output=True, text=True,
-                              timeout=120, env=env)
+                               f"tokenize.tokenizer={json.dumps(str(path))}", "--set", 'spark.jars_dir="/nonexistent"'],
+                              capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
         assert proc.returncode == 2, proc.stderr
         assert "tokenize.tokenizer" in proc.stderr and message in proc.stderr and "Traceback" not in proc.stderr
