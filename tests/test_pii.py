@@ -40,7 +40,7 @@ def test_email(text, found):
 
 @pytest.mark.parametrize("text,found", [
     ("from 8.8.8.8:53", [("8.8.8.8", "IP_ADDRESS")]),
-    ("doc range 203.0.113.7", [("203.0.113.7", "IP_ADDRESS")]),
+    ("doc ranges 203.0.113.7 192.0.2.1 198.51.100.23 2001:db8::1 2001:db8:85a3::8a2e:370:7334", []),
     ("lan 192.168.1.20 lo 127.0.0.1 cgnat 100.64.1.1 mc 224.0.0.251 bench 198.18.0.1", []),
     ("v1.2.3.4 version 5.6.7.8 Chrome/120.0.61.109 1.2.3.4.5 01.02.03.04 300.1.1.1", []),
     ("net 52.94.0.0/16", []),
@@ -54,6 +54,8 @@ def test_ip_policy(text, found):
 
 def test_ip_include_reserved():
     assert kinds_of("lan 192.168.1.20", include_reserved=True) == [("192.168.1.20", "IP_ADDRESS")]
+    assert kinds_of("doc 203.0.113.7 and 2001:db8::1", include_reserved=True) == [
+        ("203.0.113.7", "IP_ADDRESS"), ("2001:db8::1", "IP_ADDRESS")]
 
 
 @pytest.mark.parametrize("text,found", [
