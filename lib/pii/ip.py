@@ -35,18 +35,19 @@ _VERSION_CLAUSE = re.compile(
     r"[^.;,:!?\n]{0,32}\b(?:from|to|into|onto|at|is|of|=)\s+(?:[0-9][0-9.]*\s+(?:to|and|or)\s+)?\Z")
 _VERSION_WORDS = ("upgrad", "updat", "downgrad", "install", "releas", "version", "bump", "migrat")
 # A key whose value is a version: `__version__ = '`, `"version": "`, `<version>`,
-# `AssemblyVersion("`, `VERSIONS = ['3.9.1', '` (earlier items of a list of versions;
-# an item may be a placeholder, which stands where a number stood).
+# `AssemblyVersion("`, `#define APP_VERSION "`, `FileVersion `, `VERSIONS = ['3.9.1', '`
+# (earlier items of a list of versions; an item may be a placeholder, which stands
+# where a number stood).
 _VERSION_KEY = re.compile(
-    r"([A-Za-z_][A-Za-z0-9_.\-]{0,48}+)(?:[\"'\]]?[^\S\n]{0,4}(?::=|=>|==|[:=(])|>)[^\S\n]{0,4}"
+    r"([A-Za-z_][A-Za-z0-9_.\-]{0,48}+)(?:[\"'\]]?[^\S\n]{0,4}(?::=|=>|==|[:=(])|>|[^\S\n])[^\S\n]{0,4}"
     r"(?:[(\[{][^\S\n]{0,4})?(?:[\"']?(?:[0-9][0-9A-Za-z.+\-]{0,24}|<[A-Z_]{2,16}(?:_[0-9a-f]{12})?>)[\"']?"
     r"[^\S\n]{0,4},[^\S\n]{0,4}){0,8}[\"']?\Z")
 _NAME_PARTS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 VERSION_NAMES = frozenset("version versions ver vers release revision rev build firmware fw".split())
 _VERSION_SUFFIXES = frozenset("str string info num number no tag id code name".split())
-# A requirement specifier: `foo==3.8.3.14`, `foo >= 1.2.3.4`, `"^1.2.3.4"`, `~1.2.3.4`. A name
-# may end in `>`, so that a placeholder (`<KEY> >= 1.2.3.4`) reads as the name it replaced.
-_PIN_BEFORE = re.compile(r"(?:[A-Za-z0-9_\])>][^\S\n]{0,4}(?:===?|[<>!~]=)|[\^~])[^\S\n]{0,4}\Z")
+# A requirement specifier: `foo==3.8.3.14`, `foo >= 1.2.3.4`, `'>=1.2.3.4'`, `"^1.2.3.4"`, `~1.2.3.4`.
+# A name may end in `>`, so that a placeholder (`<KEY> >= 1.2.3.4`) reads as the name it replaced.
+_PIN_BEFORE = re.compile(r"(?:[A-Za-z0-9_\])>\"',][^\S\n]{0,4}(?:===?|[<>!~]=)|[\^~])[^\S\n]{0,4}\Z")
 _V6_GLOBAL = ipaddress.ip_network("2000::/3")
 _WORD = re.compile(r"[A-Za-z0-9_]")
 
