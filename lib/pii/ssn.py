@@ -55,8 +55,9 @@ def find(text: str, include_reserved: bool = False, starts: list[int] | None = N
         e = m.end()
         if e < n and (text[e].isalnum() or text[e] == "_" or (text[e] in ".-/" and e + 1 < n and text[e + 1].isdigit())):
             continue
-        if _ID_BEFORE.search(text, max(0, s - 12), s) and not _SSN_BEFORE.search(text, max(0, s - 40), s):
-            continue                                 # case no. 431-35-7579: an id in SSN shape
+        if _ID_BEFORE.search(text, max(0, s - 12), s) and not _SSN_BEFORE.search(
+                text, max(0, s - 40, text.rfind("\n", max(0, s - 40), s) + 1), s):
+            continue                                 # case no. 431-35-7579: an id in SSN shape (a cue must be on the line)
         digits = m.group().replace("-", "").replace(" ", "")
         if valid(digits) and (include_reserved or digits not in EXAMPLES):
             out.append(Span(s, e, "US_SSN"))
