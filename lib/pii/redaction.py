@@ -265,7 +265,7 @@ def _right_isolated(text: str, end: int) -> bool:
 
 _CONTEXT_WORDS = ip._VERSION_WORDS + ("ssn", "social")
 _TAIL_RULES = (phone._ID_BEFORE, ssn._ID_BEFORE, ip._VERSION_BEFORE)
-_TRAILING_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,48}\Z")
+_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 
 
 def _context_free(value: str) -> bool:
@@ -278,11 +278,16 @@ def _context_free(value: str) -> bool:
     low = value.lower()
     if any(w in low for w in _CONTEXT_WORDS):
         return False
-    tail = value[-24:] + " "
-    if any(rule.search(tail) for rule in _TAIL_RULES):
-        return False
-    name = _TRAILING_NAME.search(value)
-    return not (name and ip.is_version_name(name.group()))
+    # The tail rules end in a word, `#`, `.`, `:`, `=` or `§` (plus spaces); only
+    # "ISBN-10"/"ISBN-13" end in a digit, so most values skip the regexes.
+    if not value[-1].isdigit() or low.endswith(("isbn-10", "isbn-13")):
+        tail = value[-24:] + " "
+        if any(rule.search(tail) for rule in _TAIL_RULES):
+            return False
+    i = len(value)
+    while i > 0 and len(value) - i < 48 and value[i - 1] in _NAME_CHARS:
+        i -= 1
+    return not ip.is_version_name(value[i:])
 
 
 def _isolated(text: str, start: int, end: int) -> bool:
