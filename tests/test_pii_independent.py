@@ -4,11 +4,10 @@ mailing-list messages), labeled before the detectors were run on it. Per kind F1
 0.98, IP_ADDRESS precision >= 0.98, and at most 1% of the hard negatives flagged."""
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
+from pii_data import data_module
 
 DATA = Path(__file__).resolve().parent / "data" / "pii_independent"
 KINDS = ("EMAIL", "IP_ADDRESS", "PHONE", "CREDIT_CARD", "US_SSN", "IBAN", "KEY")
@@ -18,11 +17,7 @@ ISSUE_NEGATIVES = {"neg:version4", "neg:doc_range_ip", "neg:reserved_ip", "neg:s
 
 
 def _module(name):
-    spec = importlib.util.spec_from_file_location(f"pii_independent_{name}", DATA / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return data_module("pii_independent", name)
 
 
 @pytest.fixture(scope="module")

@@ -20,6 +20,7 @@ committed, before any detector was run on it.
 from __future__ import annotations
 
 import base64
+import importlib.util
 import ipaddress
 import json
 import random
@@ -34,30 +35,24 @@ B62 = string.ascii_letters + string.digits
 B64 = B62 + "+/"
 
 
-class Text:
-    """Text built piece by piece; a piece may carry a label (a kind or neg:<type>)."""
+def _dev_generator():
+    """The development set's generator, for its span-tracking `Doc`."""
+    spec = importlib.util.spec_from_file_location("pii_make_labeled", HERE.parent / "pii" / "make_labeled.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
 
-    def __init__(self):
-        self.parts: list[str] = []
-        self.labels: list[list] = []
-        self.n = 0
 
-    def add(self, s: str, label: str | None = None) -> "Text":
-        if label:
-            self.labels.append([self.n, self.n + len(s), label])
-        self.parts.append(s)
-        self.n += len(s)
-        return self
+class Text(_dev_generator().Doc):
+    """Text built piece by piece; a piece may carry a label (a kind or neg:<type>),
+    kept in `spans`. `extend` appends another Text, shifting its labels."""
 
     def extend(self, other: "Text") -> "Text":
-        for s, e, label in other.labels:
-            self.labels.append([s + self.n, e + self.n, label])
+        for s, e, label in other.spans:
+            self.spans.append([s + self.n, e + self.n, label])
         self.parts.extend(other.parts)
         self.n += other.n
         return self
-
-    def text(self) -> str:
-        return "".join(self.parts)
 
 
 def line(*pieces) -> Text:
@@ -605,11 +600,11 @@ def insert_lines(rng, base: Text, extra: list[Text]) -> Text:
     (never inside a labeled value)."""
     text = base.text()
     breaks = [i + 1 for i, ch in enumerate(text) if ch == "\n"] + [len(text)]
-    inside = {i for s, e, _ in base.labels for i in range(s, e + 1)}
+    inside = {i for s, e, _ in base.spans for i in range(s, e + 1)}
     breaks = [b for b in breaks if b not in inside] or [len(text)]
     at = sorted((rng.choice(breaks), k) for k in range(len(extra)))
     out, pos = Text(), 0
-    base_labels = sorted(base.labels)
+    base_labels = sorted(base.spans)
     for b, k in at:
         out.extend(_slice(base, base_labels, pos, b))
         piece = Text()
@@ -679,8 +674,8 @@ def build() -> list[dict]:
 
     def emit(group: str, source: str, t: Text) -> None:
         text = t.text()
-        spans = sorted(lab for lab in t.labels if not lab[2].startswith("neg:"))
-        negatives = sorted(lab for lab in t.labels if lab[2].startswith("neg:"))
+        spans = sorted(lab for lab in t.spans if not lab[2].startswith("neg:"))
+        negatives = sorted(lab for lab in t.spans if lab[2].startswith("neg:"))
         for s, e, _ in spans + negatives:
             assert 0 <= s < e <= len(text) and text[s:e] == text[s:e].strip(), (group, text[s:e])
         rows.append({"id": f"{group}-{len(rows):04d}", "group": group, "source": source, "text": text,
