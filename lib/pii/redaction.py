@@ -177,12 +177,13 @@ class Redactor:
         pass saw it, so new spans can only appear within reach of a dirty replacement:
         the detectors read at most ~130 characters around a value (key names before a
         secret, version clauses before a number). Each window reaches REDETECT_REACH
-        characters on both sides, cut just after whitespace (no detector's context
-        crosses a line break, and none of the URL/token rules crosses whitespace); a
-        span found within REDETECT_EDGE of a cut might depend on text beyond it, and
-        then the whole text is detected again. So the result equals a whole pass, at
-        O(window) per dirty replacement (`tests/test_pii_fixpoint.py` checks it
-        against the whole-pass fixpoint)."""
+        characters on both sides and is cut at whitespace, so no token is split and
+        the rules that read further (the URL check before an e-mail address) stop at
+        the cut as they would at that whitespace; a span found within REDETECT_EDGE
+        of a cut might still depend on text beyond it, and then the whole text is
+        detected again. So the result equals a whole pass, at O(window) per dirty
+        replacement (`tests/test_pii_fixpoint.py` checks it against the whole-text
+        fixpoint)."""
         n = len(text)
         windows: list[list[int]] = []
         for p, q in dirty:
