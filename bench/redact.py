@@ -2,14 +2,14 @@
 independent labeled sets, throughput against scrubadub in the same run, linear time
 on adversarial inputs, and a 50 MB document.
 
-    .venv/bin/python bench/redact.py [--quick] [--throughput-only] [--rounds 3] [--out bench/results/redact.md]
+    .venv/bin/python bench/redact.py [--quick] [--throughput-only] [--rounds 3] [--repeat 5] [--out ...]
 
 scrubadub runs in its own venv ($SHARDFORGE_BENCH_VENVS/scrubadub, default
 /root/.cache/shardforge/bench-venvs/scrubadub, created on first use) in a
 subprocess, on the same documents. Both sides run on one core, one document at a
 time, with their default detectors; each round times shardforge's `detect`, its
-`redact` and scrubadub's `clean` one after the other, and every round's ratios are
-reported with the load average before and after.
+`redact` (a few passes each) and scrubadub's `clean` one after the other, and every
+round's ratios are reported with the load average at its start.
 """
 from __future__ import annotations
 
@@ -76,12 +76,14 @@ def mb(text_or_docs) -> float:
     return sum(len(d.encode("utf-8")) for d in text_or_docs) / 1e6
 
 
-def time_pass(fn, docs) -> tuple[float, float]:
-    """(wall seconds, CPU seconds) for one pass over `docs`."""
+def time_pass(fn, docs, repeat: int) -> tuple[float, float]:
+    """(wall seconds, CPU seconds) per pass over `docs`, averaged over `repeat` passes
+    (so that our side, like scrubadub's longer run, spans a few seconds of the load)."""
     t0, c0 = time.perf_counter(), time.process_time()
-    for d in docs:
-        fn(d)
-    return time.perf_counter() - t0, time.process_time() - c0
+    for _ in range(repeat):
+        for d in docs:
+            fn(d)
+    return (time.perf_counter() - t0) / repeat, (time.process_time() - c0) / repeat
 
 
 def accuracy() -> str:
@@ -108,7 +110,7 @@ def accuracy() -> str:
     return dev + "\n\n" + independent
 
 
-def throughput(redactor, size: int, rounds: int) -> tuple[str, dict]:
+def throughput(redactor, size: int, rounds: int, repeat: int) -> tuple[str, dict]:
     docs = corpus.documents(size)
     size_mb = mb(docs)
     py = ensure_scrubadub()
@@ -123,8 +125,8 @@ def throughput(redactor, size: int, rounds: int) -> tuple[str, dict]:
     try:
         for _ in range(rounds):           # alternating, every round complete: the machine is shared
             load = os.getloadavg()[0]
-            det, det_cpu = time_pass(redactor.detect, docs)
-            red, red_cpu = time_pass(redactor.redact, docs)
+            det, det_cpu = time_pass(redactor.detect, docs, repeat)
+            red, red_cpu = time_pass(redactor.redact, docs, repeat)
             res = subprocess.run(cmd, capture_output=True, text=True, check=True)
             sc = json.loads(res.stdout.strip().splitlines()[-1])
             runs.append({"load": load, "detect_s": det, "redact_s": red, "scrubadub_s": sc["seconds"],
@@ -133,8 +135,9 @@ def throughput(redactor, size: int, rounds: int) -> tuple[str, dict]:
     finally:
         os.unlink(path)
     lines = [f"Same {len(docs)} documents ({size_mb:.1f} MB of prose, code and log lines, one labeled snippet "
-             f"per ~2 KB), one core, one document at a time; {rounds} rounds, each timing `detect`, `redact` "
-             f"and scrubadub {sc['version']} ({', '.join(sc['detectors'])}) one after the other:\n",
+             f"per ~2 KB), one core, one document at a time; {rounds} rounds, each timing `detect` and `redact` "
+             f"({repeat} passes each, seconds per pass) and scrubadub {sc['version']} "
+             f"({', '.join(sc['detectors'])}, one pass) one after the other:\n",
              "| round | load | `detect` s (MB/s) | `redact` s (MB/s) | scrubadub s (MB/s) | detect / scrubadub | "
              "redact / scrubadub | redact / scrubadub, CPU time |", "|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for i, r in enumerate(runs, 1):
@@ -183,6 +186,7 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="small sizes, for a smoke run")
     ap.add_argument("--throughput-only", action="store_true", help="only the scrubadub comparison")
     ap.add_argument("--rounds", type=int, default=3, help="alternating throughput rounds")
+    ap.add_argument("--repeat", type=int, default=5, help="passes of detect and of redact per round")
     ap.add_argument("--out", default=str(HERE / "results" / "redact.md"))
     args = ap.parse_args(argv)
     from shardforge.pii import Redactor
@@ -200,7 +204,7 @@ def main(argv=None) -> int:
         print("accuracy ...", flush=True)
         sections += ["### Accuracy per kind\n", accuracy() + "\n"]
     print("throughput vs scrubadub ...", flush=True)
-    md, tp = throughput(redactor, 1_000_000 if args.quick else 4_000_000, args.rounds)
+    md, tp = throughput(redactor, 1_000_000 if args.quick else 4_000_000, args.rounds, args.repeat)
     sections += ["### Throughput, same run, same text\n", md]
     ratios = {}
     if not args.throughput_only:
