@@ -40,7 +40,7 @@ def test_email(text, found):
 
 @pytest.mark.parametrize("text,found", [
     ("from 8.8.8.8:53", [("8.8.8.8", "IP_ADDRESS")]),
-    ("doc range 203.0.113.7", [("203.0.113.7", "IP_ADDRESS")]),
+    ("doc ranges 203.0.113.7 192.0.2.1 198.51.100.23 2001:db8::1 2001:db8:85a3::8a2e:370:7334", []),
     ("lan 192.168.1.20 lo 127.0.0.1 cgnat 100.64.1.1 mc 224.0.0.251 bench 198.18.0.1", []),
     ("v1.2.3.4 version 5.6.7.8 Chrome/120.0.61.109 1.2.3.4.5 01.02.03.04 300.1.1.1", []),
     ("net 52.94.0.0/16", []),
@@ -54,6 +54,80 @@ def test_ip_policy(text, found):
 
 def test_ip_include_reserved():
     assert kinds_of("lan 192.168.1.20", include_reserved=True) == [("192.168.1.20", "IP_ADDRESS")]
+    assert kinds_of("doc 203.0.113.7 and 2001:db8::1", include_reserved=True) == [
+        ("203.0.113.7", "IP_ADDRESS"), ("2001:db8::1", "IP_ADDRESS")]
+
+
+@pytest.mark.parametrize("text", [
+    "__version__ = '6.5.3.38'", "requires foo==3.8.3.14", "VERSIONS = ['3.9.1', '3.10.0.7']",
+    '  "version": "3.10.0.7",', "<version>1.2.3.4</version>", '[assembly: AssemblyVersion("6.5.3.38")]',
+    '#define APP_VERSION "6.5.3.38"', "FileVersion 6.5.3.38", "python_requires='>=3.8.0.1'",
+    '"left-pad": "^1.2.3.4"', "fw_ver=5.6.7.8", "ProductVersion: 12.1.3.7",
+])
+def test_ip_four_part_versions_in_version_contexts(text):
+    assert kinds_of(text) == []
+
+
+@pytest.mark.parametrize("text", [
+    "build_host = 8.8.8.8", 'if ip == "8.8.8.8":', "conversion = 8.8.8.8", "hosts = ['8.8.8.8', '1.1.1.1']",
+    "app_version = 2\nhost = 8.8.8.8",                              # the version key is on another line
+])
+def test_ip_outside_version_contexts(text):
+    assert [k for _, k in kinds_of(text)][:1] == ["IP_ADDRESS"]
+
+
+@pytest.mark.parametrize("text,found", [
+    ("# 818-66-4938", [("818-66-4938", "US_SSN")]),                 # a comment marker is not a number sign
+    ("# +33 6 61 05 92 53", [("+33 6 61 05 92 53", "PHONE")]),
+    ("# 916.701.9744", [("916.701.9744", "PHONE")]),
+    ("# (907) 976-8076", [("(907) 976-8076", "PHONE")]),
+    ("SSN:536-22-8127", [("536-22-8127", "US_SSN")]),
+    ("#818-66-4938 and ticket #916.701.9744", []),                   # glued: a number sign
+    ("Order # 818-66-4938, at 12:818-66-4938", []),
+    ('ssn = "805-64-1316"\nOrder #798-08-8811', [("805-64-1316", "US_SSN")]),   # the cue is on another line
+])
+def test_numbers_without_a_cue_word(text, found):
+    assert kinds_of(text) == found
+
+
+@pytest.mark.parametrize("text,found", [
+    ("(296) 555-2671, 372-555-2671, 961.555.2671", []),              # N9X, 37X, 96X: never assigned
+    ("(415) 911-2671 and (415) 055-2671", []),                       # exchange N11, exchange 0XX
+    ("+33 6 12 34 56", []),                                          # France: 9 national digits, not 7
+    ("+48 123 456", []),
+    ("+33 6 12 34 56 78", [("+33 6 12 34 56 78", "PHONE")]),
+    ("+44 (0)20 7946 0958", [("+44 (0)20 7946 0958", "PHONE")]),     # the trunk 0 is not counted
+    ("+81 90-1234-5678", [("+81 90-1234-5678", "PHONE")]),
+])
+def test_numbering_plans(text, found):
+    assert kinds_of(text) == found
+
+
+AWS_SECRET = "7VIrxaR7kQfWv52uvEgoqiXnLAC1lIAYJRfza0hW"
+
+
+@pytest.mark.parametrize("text,found", [
+    (AWS_SECRET, [AWS_SECRET]),
+    (f"creds:\n    # {AWS_SECRET}\nend", [AWS_SECRET]),
+    (f'keys = [\n  "{AWS_SECRET}",\n]', [AWS_SECRET]),
+    (f"AKIAZ3MJKL7QW2RT9XYV,{AWS_SECRET}", ["AKIAZ3MJKL7QW2RT9XYV", AWS_SECRET]),
+    (f"see {AWS_SECRET} in the log", []),                            # not alone on its line: no cue, no key
+    ("da39a3ee5e6b4b0d3255bfef95601890afd80709", []),                # hex digest
+    ("DA39A3EE5E6B4B0D3255BFEF95601890AFD80709", []),
+    ("AbstractRequestHandlerFactoryBeanProx1234", []),               # identifier (41 chars)
+    ("AbstractRequestHandlerFactoryBeanPro1234", []),                # identifier (40 chars)
+    ("wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", []),                # documentation key
+    ("A" * 20 + "1" * 20, []),
+    ("-----BEGIN CERTIFICATE-----\n" + "MIIB" * 16 + "\n" + AWS_SECRET + "\n-----END CERTIFICATE-----", []),
+])
+def test_aws_secret_keys_without_a_cue(text, found):
+    assert [v for v, k in kinds_of(text) if k == "KEY"] == found
+
+
+def test_card_number_in_csv_and_phone_after_plus():
+    assert kinds_of("Ann Lee,4539 1488 0343 6467,08/27") == [("4539 1488 0343 6467", "CREDIT_CARD")]
+    assert kinds_of("Ann Lee,4539148803436467,08/27") == [("4539148803436467", "CREDIT_CARD")]
+    assert kinds_of("Ann Lee,+4915619885754,Tartu") == [("+4915619885754", "PHONE")]
 
 
 @pytest.mark.parametrize("text,found", [

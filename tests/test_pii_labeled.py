@@ -2,12 +2,11 @@
 precision >= 0.97 and recall >= 0.95, on the generated set and the handwritten one."""
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from pii_data import data_module
 
 DATA = Path(__file__).resolve().parent / "data" / "pii"
 KINDS = ("EMAIL", "IP_ADDRESS", "PHONE", "CREDIT_CARD", "US_SSN", "IBAN", "KEY")
@@ -16,11 +15,7 @@ NEGATIVE_GROUPS = {"version", "uuid", "git_sha", "hex_colour", "date_time", "luh
 
 
 def _module(name):
-    spec = importlib.util.spec_from_file_location(f"pii_data_{name}", DATA / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = mod
-    spec.loader.exec_module(mod)
-    return mod
+    return data_module("pii", name)
 
 
 @pytest.fixture(scope="module")

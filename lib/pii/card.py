@@ -50,10 +50,11 @@ def brand_ok(digits: str) -> bool:
 
 
 def _runs_on(text: str, e: int) -> bool:
-    """True if the number ending at `e` continues: a word character follows, or one of
-    `.-,` followed by a digit."""
+    """True if the number ending at `e` continues: a word character follows, or `.` or
+    `-` followed by a digit. A comma ends it (`4539...6467,08/27`: the next CSV field;
+    a 13-19 digit run is never a thousands-grouped number)."""
     n = len(text)
-    return e < n and (text[e].isalnum() or text[e] == "_" or (text[e] in ".-," and e + 1 < n and text[e + 1].isdigit()))
+    return e < n and (text[e].isalnum() or text[e] == "_" or (text[e] in ".-" and e + 1 < n and text[e + 1].isdigit()))
 
 
 def _checksums_ok(digits: str) -> bool:
@@ -66,8 +67,8 @@ def find(text: str, include_reserved: bool = False, starts: list[int] | None = N
     out = []
     last_end = -1
     for s in number_starts(text) if starts is None else starts:
-        if s < last_end or not text[s].isdigit():
-            continue
+        if s < last_end or not text[s].isdigit() or (s > 0 and text[s - 1] == "+"):
+            continue                                # +4915619885754: an international phone number
         m = _CAND.match(text, s)
         if m is None:
             continue

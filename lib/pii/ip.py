@@ -1,12 +1,13 @@
 """IP_ADDRESS: IPv4 and IPv6 addresses that reach the public internet.
 
-Policy (see README.md here): addresses routable on the internet are redacted, and
-so are the documentation ranges (TEST-NET-1/2/3, 2001:db8::/32), which stand in for
-public addresses in text. Private, loopback, link-local, shared (CGNAT),
-unspecified, multicast, broadcast, reserved and benchmarking ranges identify no
-one and stay, unless `include_reserved`. Version look-alikes (leading-zero octets, dotted runs
-longer than four, `v1.2.3.4`, `version 1.2.3.4`, `Chrome/120.0.1.2`, `x.y.0.0`)
-are not addresses.
+Policy (see README.md here): only addresses routable on the internet are redacted.
+Private, loopback, link-local, shared (CGNAT), unspecified, multicast, broadcast,
+reserved, benchmarking and documentation (RFC 5737 TEST-NET-1/2/3, RFC 3849
+2001:db8::/32) ranges identify no one and stay, unless `include_reserved`. Version
+look-alikes (leading-zero octets, dotted runs longer than four, `v1.2.3.4`,
+`version 1.2.3.4`, `Chrome/120.0.1.2`, `x.y.0.0`) and quads in a version context
+(`__version__ = '6.5.3.38'`, `<version>1.2.3.4</version>`, `foo==3.8.3.14`) are
+not addresses.
 """
 from __future__ import annotations
 
@@ -33,23 +34,63 @@ _VERSION_CLAUSE = re.compile(
     r"(?i)\b(?:upgrad\w*|updat\w*|downgrad\w*|install\w*|releas\w*|version\w*|bump\w*|migrat\w*)\b"
     r"[^.;,:!?\n]{0,32}\b(?:from|to|into|onto|at|is|of|=)\s+(?:[0-9][0-9.]*\s+(?:to|and|or)\s+)?\Z")
 _VERSION_WORDS = ("upgrad", "updat", "downgrad", "install", "releas", "version", "bump", "migrat")
+# A key whose value is a version: `__version__ = '`, `"version": "`, `<version>`,
+# `AssemblyVersion("`, `#define APP_VERSION "`, `FileVersion `, `VERSIONS = ['3.9.1', '`
+# (earlier items of a list of versions; an item may be a placeholder, which stands
+# where a number stood).
+_VERSION_KEY = re.compile(
+    r"([A-Za-z_][A-Za-z0-9_.\-]{0,48}+)(?:[\"'\]]?[^\S\n]{0,4}(?::=|=>|==|[:=(])|>|[^\S\n])[^\S\n]{0,4}"
+    r"(?:[(\[{][^\S\n]{0,4})?(?:[\"']?(?:[0-9][0-9A-Za-z.+\-]{0,24}|<[A-Z_]{2,16}(?:_[0-9a-f]{12})?>)[\"']?"
+    r"[^\S\n]{0,4},[^\S\n]{0,4}){0,8}[\"']?\Z")
+_NAME_PARTS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
+VERSION_NAMES = frozenset("version versions ver vers release revision rev build firmware fw".split())
+_VERSION_SUFFIXES = frozenset("str string info num number no tag id code name".split())
+# A requirement specifier: `foo==3.8.3.14`, `foo >= 1.2.3.4`, `'>=1.2.3.4'`, `"^1.2.3.4"`, `~1.2.3.4`.
+# A name may end in `>`, so that a placeholder (`<KEY> >= 1.2.3.4`) reads as the name it replaced.
+_PIN_BEFORE = re.compile(r"(?:[A-Za-z0-9_\])>\"',][^\S\n]{0,4}(?:===?|[<>!~]=)|[\^~])[^\S\n]{0,4}\Z")
 _V6_GLOBAL = ipaddress.ip_network("2000::/3")
 _WORD = re.compile(r"[A-Za-z0-9_]")
 
 
-_V4_DOCUMENTATION = tuple(ipaddress.ip_network(n) for n in ("192.0.2.0/24", "198.51.100.0/24", "203.0.113.0/24"))
-_V6_DOCUMENTATION = ipaddress.ip_network("2001:db8::/32")
-
-
 def _public_v4(addr: ipaddress.IPv4Address) -> bool:
-    """Routable on the internet, or a documentation address standing in for one."""
-    return (addr.is_global and not addr.is_multicast) or any(addr in n for n in _V4_DOCUMENTATION)
+    """Routable on the internet (`is_global` leaves out the reserved and documentation ranges)."""
+    return addr.is_global and not addr.is_multicast
 
 
 def _public_v6(addr: ipaddress.IPv6Address) -> bool:
     if addr.ipv4_mapped is not None:
         return _public_v4(addr.ipv4_mapped)
-    return addr in _V6_DOCUMENTATION or (addr in _V6_GLOBAL and addr.is_global)
+    return addr in _V6_GLOBAL and addr.is_global
+
+
+def is_version_name(name: str) -> bool:
+    """True if an identifier names a version: its last word is a version word
+    (`__version__`, `AssemblyVersion`, `fw_ver`, `RELEASE`), or a version word
+    followed by a suffix like `_str`, `_info`, `_number` (`version_string`)."""
+    words = [w.lower() for w in _NAME_PARTS.findall(name)]
+    while words and words[-1].isdigit():
+        words.pop()
+    if not words:
+        return False
+    return words[-1] in VERSION_NAMES or (
+        len(words) > 1 and words[-1] in _VERSION_SUFFIXES and words[-2] in VERSION_NAMES)
+
+
+def in_version_context(text: str, s: int) -> bool:
+    """True if the number starting at `s` is written where a version goes: right after
+    a version or outline word, in a clause that started with an upgrade word, as the
+    value of a version-named key, or after a requirement operator. Reads at most 96
+    characters before `s`, on the same line for the key and operator rules."""
+    if _VERSION_BEFORE.search(text, max(0, s - 24), s):
+        return True
+    window = text[max(0, s - 80):s].lower()
+    if any(w in window for w in _VERSION_WORDS) and _VERSION_CLAUSE.search(window):
+        return True
+    lo = max(0, s - 96, text.rfind("\n", max(0, s - 96), s) + 1)
+    if _PIN_BEFORE.search(text, max(lo, s - 12), s):
+        return True
+    m = _VERSION_KEY.search(text, lo, s)
+    return bool(m) and is_version_name(m.group(1))
 
 
 def _v4_matches(text: str):
@@ -86,14 +127,11 @@ def _v4_candidates(text: str, include_reserved: bool) -> list[Span]:
             continue                              # x.y.0.0: a network or a version, not a host
         if s > 1 and text[s - 1] == "/" and text[s - 2].isalnum():
             continue                              # Product/1.2.3.4 (user agents, tool versions)
-        if _VERSION_BEFORE.search(text, max(0, s - 24), s):
+        if not (include_reserved or _public_v4(ipaddress.IPv4Address(quad))):
             continue
-        window = text[max(0, s - 80):s].lower()
-        if any(w in window for w in _VERSION_WORDS) and _VERSION_CLAUSE.search(window):
+        if in_version_context(text, s):
             continue
-        addr = ipaddress.IPv4Address(quad)
-        if include_reserved or _public_v4(addr):
-            out.append(Span(s, e, "IP_ADDRESS"))
+        out.append(Span(s, e, "IP_ADDRESS"))
     return out
 
 

@@ -1,9 +1,13 @@
 """PHONE: North American numbers in separated formats, and international numbers
 written with `+` or `00` and a valid country calling code.
 
-Policy: a bare run of digits is not a phone number (too many ids look alike);
-NANP numbers need separators or a `+1`; the fictional range 555-0100..555-0199 and
-N11 area codes are not phones; numbers after `ISBN`, `#`, `No.`/`order` are ids.
+Policy: a number is a phone by its numbering plan, with or without a cue word. NANP
+numbers need separators or a `+1`, an area code the plan can assign (not N11, N9X,
+37X, 96X) and an exchange that is not N11; 555-0100..555-0199 is for fiction.
+International numbers need `+`/`00`, an assigned E.164 country code and, where the
+country's plan fixes it, the national number's length. A bare run of digits is not a
+phone number (too many ids look alike); numbers after `ISBN`, `#` (glued),
+`No.`/`order` are ids.
 """
 from __future__ import annotations
 
@@ -22,7 +26,9 @@ _NANP = re.compile(
 _NANP_PLUS = re.compile(r"\+1([2-9][0-9]{2})([2-9][0-9]{2})([0-9]{4})\Z")
 _INTL = re.compile(r"(?:\+|00 ?)([1-9][0-9]{0,2})(?:[ .\-]?\(?0?\)?[ .\-]?)?((?:[ .\-]?\(?[0-9]{1,5}\)?){2,7})\Z")
 _INTL_E164 = re.compile(r"\+([1-9][0-9]{7,14})\Z")
-_ID_BEFORE = re.compile(r"(?i)(?:isbn(?:-1[03])?|#|\bno\.?|\border|\binvoice|\bref|\bid|\bserial|\bticket)\s*[:#]?\s*\Z")
+# `#` marks a number only when glued to it (`#916.701.9744`); `# 916.701.9744` is a comment.
+_ID_BEFORE = re.compile(
+    r"(?i)(?:#|(?:isbn(?:-1[03])?|\bno\.?|\border|\binvoice|\bref|\bid|\bserial|\bticket)\s*[:#]?\s*)\Z")
 _SEPARATED_GROUPS = re.compile(r"[0-9]+")
 
 COUNTRY_CODES = frozenset(
@@ -37,23 +43,42 @@ COUNTRY_CODES = frozenset(
     "998".split())
 
 
+# National significant number lengths (digits after the country code, no trunk 0)
+# for the plans that fix them; other country codes only get E.164's 8-15 in total.
+NATIONAL_LENGTHS = {
+    "7": (10, 10), "20": (8, 10), "27": (9, 9), "30": (10, 10), "31": (9, 9), "32": (8, 9), "33": (9, 9),
+    "34": (9, 9), "36": (8, 9), "39": (6, 11), "40": (9, 9), "41": (9, 9), "44": (7, 10), "45": (8, 8),
+    "47": (8, 8), "48": (9, 9), "52": (10, 10), "54": (10, 11), "55": (10, 11), "56": (9, 9), "60": (8, 10),
+    "61": (9, 9), "63": (8, 10), "64": (8, 10), "65": (8, 8), "66": (8, 9), "81": (9, 10), "82": (8, 10),
+    "84": (9, 10), "86": (10, 11), "90": (10, 10), "91": (10, 10), "92": (9, 10), "351": (9, 9),
+    "353": (7, 9), "380": (9, 9), "420": (9, 9), "421": (9, 9), "852": (8, 8), "853": (8, 8),
+    "886": (8, 9), "966": (8, 9), "971": (8, 9), "972": (8, 9)}
+_TRUNK = re.compile(r"\(0\)")
+
+
 def _nanp_ok(npa: str, nxx: str, line: str) -> bool:
     if npa[1:] == "11" or nxx[1:] == "11":
         return False                               # N11 service codes
+    if npa[1] == "9" or npa[:2] in ("37", "96"):
+        return False                               # N9X, 37X, 96X: reserved, never assigned
     if nxx == "555" and line.startswith("01"):
         return False                               # 555-0100..0199: reserved for fiction
     return True
 
 
 def _intl_ok(cand: str) -> bool:
-    digits = "".join(ch for ch in cand if ch.isdigit())
+    digits = "".join(ch for ch in _TRUNK.sub("", cand) if ch.isdigit())
     if cand.startswith("00"):
         digits = digits[2:]
     if not 8 <= len(digits) <= 15:
         return False
-    if not any(digits[:k] in COUNTRY_CODES for k in (1, 2, 3)):
+    cc = next((digits[:k] for k in (1, 2, 3) if digits[:k] in COUNTRY_CODES), None)   # a prefix code
+    if cc is None:
         return False
-    if digits.startswith("1"):
+    bounds = NATIONAL_LENGTHS.get(cc)
+    if bounds and not bounds[0] <= len(digits) - len(cc) <= bounds[1]:
+        return False
+    if cc == "1":
         rest = digits[1:]
         return len(rest) == 10 and rest[0] in "23456789" and rest[3] in "23456789" and \
             _nanp_ok(rest[:3], rest[3:6], rest[6:])

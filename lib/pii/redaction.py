@@ -25,6 +25,9 @@ NUMERIC = frozenset({"PHONE", "CREDIT_CARD", "US_SSN"})    # share one scan for 
 PSEUDONYM_HEX = 12
 MAX_PASSES = 4
 GLUE_WINDOW = 320
+REDETECT_REACH = 320     # a re-detection window reaches this far on each side of a replacement
+REDETECT_EDGE = 160      # spans this close to a window's cut are decided on the whole text
+REDETECT_SLACK = 64      # how far a cut may move to reach whitespace
 _PSEUDONYM = re.compile(r"<(?:" + "|".join(ALL_KINDS) + r")_[0-9a-f]{%d}>" % PSEUDONYM_HEX)
 
 
@@ -130,27 +133,100 @@ class Redactor:
 
         Runs to a fixpoint: a replacement can change a neighbour's boundary (in
         "a@b.io(415) 555-2671" the phone only stands alone once the address is a
-        placeholder), so detection repeats on the result until nothing is found
-        (at most MAX_PASSES; text without PII costs one pass, with PII usually two).
-        That is what makes redaction idempotent."""
+        placeholder), so detection repeats on the result until nothing is found (at
+        most MAX_PASSES). That is what makes redaction idempotent. After the first
+        pass only the neighbourhood of values that were not isolated is looked at
+        again (`_redetect`): the same spans a whole pass would find, at the cost of a
+        window per such value. Text without PII costs one pass."""
         counts: dict[str, int] = {}
-        for _ in range(MAX_PASSES):
-            spans = self.detect(text)
-            if not spans:
+        spans = self.detect(text)
+        passes = 1
+        while spans:
+            text, dirty = self._replace(text, spans, counts)
+            if not dirty or passes == MAX_PASSES:
                 break
-            parts, pos = [], 0
-            for s in spans:
-                parts.append(text[pos:s.start])
-                parts.append(self.replacement(s.kind, text[s.start:s.end]))
-                counts[s.kind] = counts.get(s.kind, 0) + 1
-                pos = s.end
-            parts.append(text[pos:])
-            isolated = self._default_placeholders and all(
-                _isolated(text, s.start, s.end) and _context_free(text[s.start:s.end]) for s in spans)
-            text = "".join(parts)
-            if isolated:
-                break          # no neighbour can see the change: the result is already a fixpoint
+            spans = self._redetect(text, dirty)
+            passes += 1
         return text, counts
+
+    def _replace(self, text: str, spans: list[Span], counts: dict[str, int]) -> tuple[str, list[tuple[int, int]]]:
+        """The text with `spans` replaced (counted into `counts`), and where in it the
+        replacements stand that a neighbour could see (not isolated, or not context
+        free, or any replacement when the placeholders are not the default ones)."""
+        parts, pos, out_pos = [], 0, 0
+        dirty: list[tuple[int, int]] = []
+        for s in spans:
+            parts.append(text[pos:s.start])
+            out_pos += s.start - pos
+            value = text[s.start:s.end]
+            rep = self.replacement(s.kind, value)
+            parts.append(rep)
+            counts[s.kind] = counts.get(s.kind, 0) + 1
+            if not (self._default_placeholders and _isolated(text, s.start, s.end) and _context_free(value)):
+                dirty.append((out_pos, out_pos + len(rep)))
+            out_pos += len(rep)
+            pos = s.end
+        parts.append(text[pos:])
+        return "".join(parts), dirty
+
+    def _redetect(self, text: str, dirty: list[tuple[int, int]]) -> list[Span]:
+        """`self.detect(text)` after a pass whose replacements at `dirty` (sorted) a
+        neighbour could see, computed on windows around them.
+
+        Every other replacement is isolated, and everything else is as the previous
+        pass saw it, so new spans can only appear within reach of a dirty replacement:
+        the detectors read at most ~130 characters around a value (key names before a
+        secret, version clauses before a number). Each window reaches REDETECT_REACH
+        characters on both sides and is cut at whitespace, so no token is split and
+        the rules that read further (the URL check before an e-mail address) stop at
+        the cut as they would at that whitespace; a span found within REDETECT_EDGE
+        of a cut might still depend on text beyond it, and then the whole text is
+        detected again. So the result equals a whole pass, at O(window) per dirty
+        replacement (`tests/test_pii_fixpoint.py` checks it against the whole-text
+        fixpoint)."""
+        n = len(text)
+        windows: list[list[int]] = []
+        for p, q in dirty:
+            a = _cut_before(text, max(0, p - REDETECT_REACH))
+            b = _cut_after(text, min(n, q + REDETECT_REACH))
+            if a is None or b is None:
+                return self.detect(text)             # no whitespace to cut at: one long token
+            if windows and a <= windows[-1][1]:
+                windows[-1][1] = max(windows[-1][1], b)
+            else:
+                windows.append([a, b])
+        found: list[Span] = []
+        for a, b in windows:
+            for sp in self.detect(text[a:b]):
+                if (a > 0 and sp.start < REDETECT_EDGE) or (b < n and sp.end > b - a - REDETECT_EDGE):
+                    return self.detect(text)         # near a cut: the window cannot decide it
+                found.append(Span(sp.start + a, sp.end + a, sp.kind))
+        return found
+
+
+def _cut_before(text: str, a: int) -> int | None:
+    """The start of a window at or before `a`: just after a whitespace character at
+    most REDETECT_SLACK characters back (None if there is none), or 0."""
+    if a == 0:
+        return 0
+    lo = max(0, a - REDETECT_SLACK)
+    ws = max(text.rfind(" ", lo, a), text.rfind("\n", lo, a), text.rfind("\t", lo, a))
+    if ws == -1:
+        return 0 if lo == 0 else None
+    return ws + 1
+
+
+def _cut_after(text: str, b: int) -> int | None:
+    """The end of a window at or after `b`: at a whitespace character at most
+    REDETECT_SLACK characters on (None if there is none), or the end of the text."""
+    n = len(text)
+    if b >= n:
+        return n
+    hi = min(n, b + REDETECT_SLACK)
+    cands = [i for i in (text.find(" ", b, hi), text.find("\n", b, hi), text.find("\t", b, hi)) if i != -1]
+    if not cands:
+        return n if hi == n else None
+    return min(cands)
 
 
 # Characters that belong to no PII token and that no detector's boundary rule reads
@@ -190,17 +266,29 @@ def _right_isolated(text: str, end: int) -> bool:
 
 _CONTEXT_WORDS = ip._VERSION_WORDS + ("ssn", "social")
 _TAIL_RULES = (phone._ID_BEFORE, ssn._ID_BEFORE, ip._VERSION_BEFORE)
+_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 
 
 def _context_free(value: str) -> bool:
-    """True if no detector's context rule can see `value`: its tail matches no
-    "id/no./#/version ..." rule and it holds no word that enables or suppresses a
-    neighbour (version words, "ssn"). Then its placeholder looks the same to them."""
+    """True if no detector's context rule can see `value`: it ends in a letter or
+    digit, its tail matches no "id/no./#/version ..." rule and names no version key,
+    and it holds no word that enables or suppresses a neighbour (version words,
+    "ssn"). Then its placeholder looks the same to them."""
+    if not value[-1].isalnum():
+        return False
     low = value.lower()
     if any(w in low for w in _CONTEXT_WORDS):
         return False
-    tail = value[-24:] + " "
-    return not any(rule.search(tail) for rule in _TAIL_RULES)
+    # The tail rules end in a word, `#`, `.`, `:`, `=` or `§` (plus spaces); only
+    # "ISBN-10"/"ISBN-13" end in a digit, so most values skip the regexes.
+    if not value[-1].isdigit() or low.endswith(("isbn-10", "isbn-13")):
+        tail = value[-24:] + " "
+        if any(rule.search(tail) for rule in _TAIL_RULES):
+            return False
+    i = len(value)
+    while i > 0 and len(value) - i < 48 and value[i - 1] in _NAME_CHARS:
+        i -= 1
+    return not ip.is_version_name(value[i:])
 
 
 def _isolated(text: str, start: int, end: int) -> bool:

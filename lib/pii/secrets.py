@@ -1,9 +1,10 @@
 """KEY: credentials. Provider tokens by their documented formats (AWS, GitHub,
 GitLab, Slack, Google, Stripe), JWTs whose header decodes to JSON with `alg`, PEM
-private key blocks, passwords in URLs, and high-entropy values assigned to
-password/secret/token/api_key-like names. Documentation keys (`...EXAMPLE...`),
-placeholders (`<token>`, `${VAR}`, `xxxx`, `changeme`) and public keys (Stripe
-`pk_`) are not secrets."""
+private key blocks, passwords in URLs, high-entropy values assigned to
+password/secret/token/api_key-like names, and AWS secret access keys without a cue
+(40 base64 characters that look random, alone on a line or right after an access key
+id). Documentation keys (`...EXAMPLE...`), placeholders (`<token>`, `${VAR}`, `xxxx`,
+`changeme`) and public keys (Stripe `pk_`) are not secrets."""
 from __future__ import annotations
 
 import base64
@@ -15,7 +16,9 @@ from .spans import Span, char_classes, entropy
 _BOUNDARY = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 # Each format starts with a literal prefix, so the regex engine jumps between its
 # occurrences; the left boundary is checked in Python. (trigger, offset, kind,
-# pattern): the pattern is matched `offset` characters before each trigger hit.
+# pattern): the pattern is matched `offset` characters before each trigger hit. A
+# format with a long literal (GATES) is looked for only from that literal's first
+# occurrence (str.find is several times faster than the regex engine's search).
 _E = r"(?![A-Za-z0-9_\-])"
 TOKEN_PATTERNS = [
     (None, 0, "aws_access_key_id", re.compile(r"A(?:KIA|SIA|BIA|CCA|GPA|IDA|ROA|NPA|NVA|IPA)[A-Z0-9]{16}" + _E)),
@@ -29,6 +32,8 @@ TOKEN_PATTERNS = [
     (re.compile(r"k_(?:live|test)_"), 1, "stripe", re.compile(r"[sr]k_(?:live|test)_[0-9A-Za-z]{20,99}" + _E)),
     (None, 0, "jwt", re.compile(r"eyJ[A-Za-z0-9_\-]{8,2048}\.eyJ[A-Za-z0-9_\-]{2,8192}\.[A-Za-z0-9_\-]{16,1024}" + _E)),
 ]
+GATES = {"github_pat": ("github_pat_", 0), "slack_webhook": ("hooks.slack.com/", 8), "jwt": ("eyJ", 0),
+         "slack": ("xox", 0), "google_api_key": ("AIza", 0)}     # kind: (literal, its offset in a match)
 _PEM_BEGIN = re.compile(r"-----BEGIN ((?:RSA |EC |DSA |OPENSSH |ENCRYPTED |PGP |SSH2 )?PRIVATE KEY(?: BLOCK)?)-----")
 _PEM_BODY = re.compile(r"(?:[ \t]*[A-Za-z0-9+/=:\-, ]{0,120}\r?\n){0,400}")
 _URL_USERINFO = re.compile(r"//[^\s:/@<>\"']{1,64}:([^\s:/@<>\"']{1,128})@[A-Za-z0-9\[]")
@@ -45,6 +50,16 @@ _AFTER_KEYWORD = re.compile(
 _AFTER_FLAG = re.compile(r"[A-Za-z0-9_\-]{0,40}+[ =][\"']?([^\s\"'`,;()\[\]{}<>]{8,256})")
 _EMAILISH = re.compile(r"[^@\s]+@[A-Za-z0-9\-]+(?:\.[A-Za-z0-9\-]+)+")
 _AWS_SECRET_NAME = re.compile(r"(?i)aws.{0,20}secret|secret.?access.?key")
+# AWS secret access keys with no cue: 40 base64 characters alone on a line (indented,
+# quoted, behind a comment marker or before a trailing comma are fine) ...
+_LINE_40_BODY = (r"[ \t]{0,32}(?:(?:#|//|--|;|\*)[ \t]{0,8})?([\"'`]?)([A-Za-z0-9+/]{40})\1[ \t]{0,8},?[ \t]{0,8}"
+                 r"(?=\r?\n|\Z)")
+_LINE_40 = re.compile(r"\n" + _LINE_40_BODY)
+_LINE_40_AT_START = re.compile(_LINE_40_BODY)
+# ... or right after an access key id, as in credentials CSVs (`AKIA...,<secret>`).
+_AFTER_KEY_ID = re.compile(r"[ \t]{0,8}[,;:|\t ][ \t]{0,8}[\"']?([A-Za-z0-9+/]{40})(?![A-Za-z0-9+/=_\-])")
+_BLOB_LINE = re.compile(r"[ \t]*[A-Za-z0-9+/=]{40,}[ \t]*\Z")
+_CAMEL_WORD = re.compile(r"[A-Z][a-z]{3}")
 _PLACEHOLDER = re.compile(
     r"(?i)^(?:x+|\*+|\.+|-+|_+|#+|0+|1234.*|abc.*|change.?me.*|your.*|my.?(?:pass|secret|token|key).*"
     r"|placeholder.*|example.*|sample.*|dummy.*|fake.*|test(?:ing)?|redacted.*|secret.*|password.*|token.*"
@@ -78,6 +93,59 @@ def _high_entropy_secret(value: str) -> bool:
     if len(value) >= 16:
         return classes >= 2 and ent >= 3.0
     return classes >= 3 and ent >= 2.5
+
+
+def looks_like_aws_secret(value: str) -> bool:
+    """A 40-character base64 value that looks random, as AWS secret access keys do:
+    upper case, lower case and digits all present, at least 16 changes of character
+    class between neighbours, entropy >= 4.0 bits per character and at most four
+    CamelCase words. Random keys pass 99.7% of the time; hex digests (one case),
+    identifiers (`AbstractSingletonProxyFactoryBean...`), repeated characters and
+    documentation keys (`...EXAMPLE...`) do not."""
+    if not (any(c.isupper() for c in value) and any(c.islower() for c in value) and any(c.isdigit() for c in value)):
+        return False
+    changes = sum(1 for a, b in zip(value, value[1:]) if _char_class(a) != _char_class(b))
+    return (changes >= 16 and entropy(value) >= 4.0 and len(_CAMEL_WORD.findall(value)) <= 4
+            and not _EXAMPLE.search(value))
+
+
+def _char_class(ch: str) -> int:
+    return 0 if ch.isupper() else 1 if ch.islower() else 2 if ch.isdigit() else 3
+
+
+def _line_at(text: str, pos: int, step: int) -> str:
+    """The line before (step -1) or after (step 1) the line holding `pos`."""
+    if step < 0:
+        end = text.rfind("\n", 0, pos)
+        return "" if end == -1 else text[text.rfind("\n", 0, end) + 1:end]
+    start = text.find("\n", pos)
+    if start == -1:
+        return ""
+    end = text.find("\n", start + 1)
+    return text[start + 1:] if end == -1 else text[start + 1:end]
+
+
+def _aws_secrets(text: str, key_id_ends: list[int]) -> list[Span]:
+    """Cue-less AWS secret access keys (see `looks_like_aws_secret`). A line next to
+    a run of 40+ base64 characters is part of a wrapped blob (a certificate's last
+    line), not a key."""
+    out = []
+    matches = list(_LINE_40.finditer(text)) if "\n" in text else []
+    first = _LINE_40_AT_START.match(text)
+    if first:
+        matches.insert(0, first)
+    for m in matches:
+        s, e = m.span(2)
+        if not looks_like_aws_secret(m.group(2)):
+            continue
+        if _BLOB_LINE.match(_line_at(text, s, -1).rstrip("\r")) or _BLOB_LINE.match(_line_at(text, s, 1).rstrip("\r")):
+            continue
+        out.append(Span(s, e, "KEY"))
+    for end in key_id_ends:
+        m = _AFTER_KEY_ID.match(text, end)
+        if m and looks_like_aws_secret(m.group(1)):
+            out.append(Span(m.start(1), m.end(1), "KEY"))
+    return out
 
 
 def _token_ok(kind: str, token: str) -> bool:
@@ -185,9 +253,17 @@ def find(text: str, include_reserved: bool = False) -> list[Span]:
     """KEY spans. Every scan is anchored on a literal or a keyword and bounded, so
     the cost is linear in the input and small when no trigger occurs."""
     out: list[Span] = []
+    key_id_ends: list[int] = []
     for trigger, offset, kind, pattern in TOKEN_PATTERNS:
+        first = 0
+        if kind in GATES:
+            literal, at = GATES[kind]
+            first = text.find(literal)
+            if first == -1:
+                continue
+            first = max(0, first - at)
         if trigger is None:
-            matches = pattern.finditer(text)
+            matches = pattern.finditer(text, first)
         else:
             matches = (pattern.match(text, t.start() - offset) for t in trigger.finditer(text) if t.start() >= offset)
         for m in matches:
@@ -198,6 +274,8 @@ def find(text: str, include_reserved: bool = False) -> list[Span]:
                 continue
             if include_reserved or _token_ok(kind, m.group()):
                 out.append(Span(s, m.end(), "KEY"))
+                if kind == "aws_access_key_id":
+                    key_id_ends.append(m.end())
     if "-----BEGIN " in text:
         out += _pem(text)
     i = text.find("://")
@@ -209,4 +287,5 @@ def find(text: str, include_reserved: bool = False) -> list[Span]:
                 out.append(Span(m.start(1), m.end(1), "KEY"))
         i = text.find("://", i + 3)
     out += _assignments(text, include_reserved)
+    out += _aws_secrets(text, key_id_ends)
     return out

@@ -93,13 +93,16 @@ def luhn_ok(digits: str) -> bool:
     return total % 10 == 0
 
 
-_NUMBER_START = re.compile(r"[+(0-9](?<![A-Za-z0-9_.\-/][+(0-9])")
+# ... and at least six more digits follow, each after at most three of ` .-()`: every
+# phone (8+ digits), card (13+) and SSN (9) written in the forms the detectors take.
+_NUMBER_START = re.compile(r"[+(0-9](?<![A-Za-z0-9_.\-/][+(0-9])(?=(?:[ .\-()]{0,3}[0-9]){6})")
 
 
 def number_starts(text: str) -> list[int]:
-    """Offsets where a number may begin: a digit, '+' or '(' not glued to a word,
-    number, dotted run, hyphenated run or path on its left. One scan, shared by the
-    PHONE, CREDIT_CARD and US_SSN detectors (each adds its own left-side rules)."""
+    """Offsets where a number of seven or more digits may begin: a digit, '+' or '('
+    not glued to a word, number, dotted run, hyphenated run or path on its left. One
+    scan, shared by the PHONE, CREDIT_CARD and US_SSN detectors (each adds its own
+    left-side rules); short numbers (dates, counts, times) never reach them."""
     return [m.start() for m in _NUMBER_START.finditer(text)]
 
 

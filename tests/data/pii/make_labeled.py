@@ -101,7 +101,10 @@ def ip_any(rng):
 
 
 def nanp(rng):
-    npa = f"{rng.choice('23456789')}{rng.randint(0, 9)}{rng.choice('023456789')}"
+    a, b, c = rng.choice('23456789'), rng.randint(0, 9), rng.choice('023456789')
+    if b == 9 or (a, b) in (("3", 7), ("9", 6)):
+        b = 8                                    # N9X, 37X, 96X area codes are reserved: never phones
+    npa = f"{a}{b}{c}"
     nxx = f"{rng.choice('23456789')}{rng.choice('02345678')}{rng.randint(0, 9)}"
     line = f"{rng.randint(0, 9999):04d}"
     return rng.choice([f"({npa}) {nxx}-{line}", f"{npa}-{nxx}-{line}", f"{npa}.{nxx}.{line}", f"{npa} {nxx} {line}",
