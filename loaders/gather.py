@@ -99,8 +99,6 @@ class _Arrow:
         cuts = np.flatnonzero(np.diff(sorted_blocks)) + 1
         pieces = [self.arrays[int(sorted_blocks[a])].take(pa.array(local[by_block[a:b]]))
                   for a, b in zip(np.concatenate([[0], cuts]), np.concatenate([cuts, [len(rows)]]))]
-        if not pieces:
-            return self.arrays[0].slice(0, 0)
         back = np.empty_like(by_block)
         back[by_block] = np.arange(len(by_block))
         return pa.concat_arrays(pieces).take(pa.array(back))
@@ -145,7 +143,9 @@ class Window:
         blocks = np.searchsorted(self._starts, rows, side="right") - 1
         local = rows - self._starts[blocks]
         n = len(rows)
-        if n and blocks[0] == blocks[-1] and local[-1] - local[0] == n - 1 \
+        if n == 0:
+            return self.tables[0].slice(0, 0)
+        if blocks[0] == blocks[-1] and local[-1] - local[0] == n - 1 \
                 and (n < 3 or bool(np.all(np.diff(local) == 1))):
             return self.tables[int(blocks[0])].slice(int(local[0]), n)   # a run in one row group
         cols = [g.take(rows, blocks, local) for g in self._columns]

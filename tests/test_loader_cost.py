@@ -1,0 +1,136 @@
+"""What reading costs, counted rather than timed: the row groups a resume decodes before its
+first batch (the same at 1% and at 90% of an epoch, at most one window), the decoded rows a
+reader holds (one window per lane, within `window_bytes`), and the size estimate that
+sizes windows."""
+from __future__ import annotations
+
+import json
+import weakref
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from loader_helpers import make_build
+from shardforge.loaders import ShardedDataset, ShardReader
+from shardforge.loaders.source import Source, decoded_sizes
+from shardforge.shardio import WriterSettings, write_build
+
+GROUP = 8                     # rows per row group
+SIZES = [GROUP * 10] * 6      # 60 row groups of 8 rows, all the same size
+TOTAL = sum(SIZES)
+WINDOW = 4                    # row groups per window (the cap, so windows are exactly 4)
+
+
+@pytest.fixture(scope="module")
+def build(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cost")
+    make_build(root, SIZES, row_group_rows=GROUP)
+    return str(root)
+
+
+@pytest.fixture
+def decoded(monkeypatch):
+    """The (shard, group) of every row group decoded while the test runs, in order."""
+    log: list = []
+    orig = Source.read
+
+    def counted(self, block):
+        log.append((block.shard, block.group))
+        return orig(self, block)
+
+    monkeypatch.setattr(Source, "read", counted)
+    return log
+
+
+@pytest.mark.parametrize("lanes,batched", [(1, True), (1, False), (2, True)])
+def test_resume_decodes_one_window_wherever_it_resumes(build, decoded, lanes, batched):
+    kw = dict(rank=0, world_size=1, seed=3, window=WINDOW, lanes=lanes, batch_size=16, batched=batched)
+    counts = []
+    for frac in (0.01, 0.9):
+        saver = ShardedDataset(build, **kw)
+        state = json.loads(json.dumps(saver.state_dict(consumed=int(TOTAL * frac) // 16 * 16)))
+        ds = ShardedDataset(build, **kw)
+        del decoded[:]
+        ds.load_state_dict(state)
+        next(iter(ds))
+        counts.append(len(decoded))
+    assert counts[0] == counts[1] <= WINDOW
+
+
+def test_a_fresh_epoch_also_decodes_one_window(build, decoded):
+    ds = ShardedDataset(build, rank=0, world_size=1, seed=3, window=WINDOW, batch_size=16, batched=True)
+    next(iter(ds))
+    assert len(decoded) == WINDOW
+
+
+def test_an_epoch_decodes_each_row_group_once_per_lane_boundary(build, decoded):
+    for lanes in (1, 3):
+        del decoded[:]
+        ds = ShardedDataset(build, rank=0, world_size=1, seed=3, window=WINDOW, lanes=lanes, batch_size=16,
+                            batched=True)
+        assert sum(len(b["id"]) for b in ds) == TOTAL
+        assert len(set(decoded)) == TOTAL // GROUP
+        assert len(decoded) <= TOTAL // GROUP + (lanes - 1) * WINDOW   # a window cut by a lane boundary
+
+
+def test_a_reader_holds_one_window_per_lane(build, monkeypatch):
+    """Every decoded row group is tracked while alive: at no decode does the reader hold
+    more than `lanes` windows' worth (the one being decoded included)."""
+    live: list = []
+    most = [0]
+    orig = Source.read
+
+    def tracked(self, block):
+        table = orig(self, block)
+        live[:] = [r for r in live if r() is not None] + [weakref.ref(table)]
+        most[0] = max(most[0], len(live))
+        return table
+
+    monkeypatch.setattr(Source, "read", tracked)
+    for lanes in (1, 2):
+        most[0] = 0
+        ds = ShardedDataset(build, rank=0, world_size=1, seed=3, window=WINDOW, lanes=lanes, batch_size=16,
+                            batched=True)
+        for _ in ds:
+            pass
+        assert most[0] <= lanes * WINDOW
+
+
+def test_windows_stay_within_window_bytes(tmp_path):
+    """Rows of very different sizes: windows sized in bytes hold about the same decoded
+    bytes (never more than window_bytes unless one row group alone is bigger)."""
+    rng = np.random.default_rng(0)
+    tables = []
+    for s, width in enumerate((16, 256, 2048)):
+        n = 64
+        toks = rng.integers(0, 30000, size=n * width, dtype=np.int32)
+        tables.append(pa.table({"id": pa.array(np.arange(n) + s * 1000, pa.int64()),
+                                "tokens": pa.ListArray.from_arrays(np.arange(0, n * width + 1, width,
+                                                                             dtype=np.int32), toks)}))
+    write_build(str(tmp_path), tables, settings=WriterSettings(row_group_rows=8))
+    budget = 40_000
+    r = ShardReader(str(tmp_path), rank=0, world_size=1, seed=1, window_bytes=budget)
+    order = r.order()
+    for w in range(order.num_windows):
+        blocks = order.window_blocks(w)
+        held = sum(r.source.read(b).nbytes for b in blocks)
+        assert held <= budget * 1.05 or len(blocks) == 1
+    assert order.num_windows < len(r.source.blocks)          # small row groups do share windows
+
+
+def test_decoded_size_estimate_is_close_to_arrow(tmp_path):
+    rng = np.random.default_rng(1)
+    n = 256
+    words = np.array(["alpha", "béta", "gamma", "δelta", "epsilon"])
+    t = pa.table({"id": pa.array(np.arange(n), pa.int64()),
+                  "score": pa.array(rng.random(n), pa.float32()),
+                  "tokens": pa.ListArray.from_arrays(np.arange(0, n * 300 + 1, 300, dtype=np.int32),
+                                                     rng.integers(0, 500, n * 300, dtype=np.int32)),
+                  "text": pa.array([" ".join(rng.choice(words, 200)) for _ in range(n)])})
+    m = write_build(str(tmp_path), [t], settings=WriterSettings(row_group_rows=64))
+    pf = pq.ParquetFile(m.path_of(m.shards[0]))
+    for g, est in enumerate(decoded_sizes(pf.metadata)):
+        actual = pf.read_row_group(g).nbytes
+        assert 0.9 * actual <= est <= 1.1 * actual, (g, est, actual)
