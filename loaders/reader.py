@@ -222,7 +222,8 @@ class ShardReader:
                     skip -= b - a
                     continue
                 a, skip = a + skip, 0
-                cursor = cursors.get(lane) or cursors.setdefault(lane, Cursor(self.source, order))
+                cursor = cursors.get(lane) or cursors.setdefault(
+                    lane, Cursor(self.source, order, threads=num_workers <= 1))   # workers: no pool
                 for s, e in self._positions(part, a, b):
                     tables.extend(cursor.read(s, e))
             table = one_table(tables)

@@ -173,6 +173,7 @@ class Source:
             self._open.popitem(last=False)
         return pf
 
-    def read(self, block: Block) -> pa.Table:
-        """One row group, projected, each column in one chunk."""
-        return self.file(block.shard).read_row_group(block.group, columns=self.columns)
+    def read(self, block: Block, *, threads: bool = True) -> pa.Table:
+        """One row group, projected, each column in one chunk; `threads`: decode its
+        columns on pyarrow's thread pool (worth it only when no other process reads)."""
+        return self.file(block.shard).read_row_group(block.group, columns=self.columns, use_threads=threads)

@@ -14,6 +14,8 @@ read through it too.
 """
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import Iterator
 
 import numpy as np
@@ -24,11 +26,24 @@ from .order import EpochOrder
 from .source import Source
 
 
-class Cursor:
-    """Rows of an epoch order by position, for one lane of reading."""
+_POOL: tuple[int, ThreadPoolExecutor] | None = None
 
-    def __init__(self, source: Source, order: EpochOrder):
-        self.source, self.order = source, order
+
+def _pool() -> ThreadPoolExecutor:
+    """This process's decoding threads (made after a fork, never inherited)."""
+    global _POOL
+    if _POOL is None or _POOL[0] != os.getpid():
+        _POOL = (os.getpid(), ThreadPoolExecutor(max_workers=min(4, os.cpu_count() or 1)))
+    return _POOL[1]
+
+
+class Cursor:
+    """Rows of an epoch order by position, for one lane of reading. `threads`: decode a
+    window's row groups side by side on a few threads (for a process that reads alone;
+    DataLoader workers already keep the cores busy)."""
+
+    def __init__(self, source: Source, order: EpochOrder, *, threads: bool = True):
+        self.source, self.order, self.threads = source, order, threads
         self._w: int | None = None
         self._window: Window | None = None
         self._perm: np.ndarray | None = None
@@ -37,7 +52,11 @@ class Cursor:
         if self._w == w:
             return
         self._w, self._window, self._perm = None, None, None      # free the old window first
-        tables = [self.source.read(b) for b in self.order.window_blocks(w)]
+        blocks = self.order.window_blocks(w)
+        if self.threads and len(blocks) > 1:      # the window's row groups side by side
+            tables = list(_pool().map(lambda b: self.source.read(b, threads=False), blocks))
+        else:
+            tables = [self.source.read(b, threads=self.threads) for b in blocks]
         self._window, self._perm, self._w = Window(tables), self.order.window_rows(w), w
 
     def read(self, start: int, stop: int) -> Iterator[pa.Table]:

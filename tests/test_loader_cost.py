@@ -36,9 +36,9 @@ def decoded(monkeypatch):
     log: list = []
     orig = Source.read
 
-    def counted(self, block):
+    def counted(self, block, **kw):
         log.append((block.shard, block.group))
-        return orig(self, block)
+        return orig(self, block, **kw)
 
     monkeypatch.setattr(Source, "read", counted)
     return log
@@ -82,8 +82,8 @@ def test_a_reader_holds_one_window_per_lane(build, monkeypatch):
     most = [0]
     orig = Source.read
 
-    def tracked(self, block):
-        table = orig(self, block)
+    def tracked(self, block, **kw):
+        table = orig(self, block, **kw)
         live[:] = [r for r in live if r() is not None] + [weakref.ref(table)]
         most[0] = max(most[0], len(live))
         return table

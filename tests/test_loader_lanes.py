@@ -176,9 +176,9 @@ def count_reads(monkeypatch):
     log: list = []
     orig = Source.read
 
-    def counted(self, block):
+    def counted(self, block, **kw):
         log.append((block.shard, block.group))
-        return orig(self, block)
+        return orig(self, block, **kw)
 
     monkeypatch.setattr(Source, "read", counted)
     return log
