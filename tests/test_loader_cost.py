@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from loader_helpers import make_build
+from loader_helpers import build_fixture, log_reads
 from shardforge.loaders import ShardedDataset, ShardReader
 from shardforge.loaders.source import Source, decoded_sizes
 from shardforge.shardio import WriterSettings, write_build
@@ -23,25 +23,13 @@ TOTAL = sum(SIZES)
 WINDOW = 4                    # row groups per window (the cap, so windows are exactly 4)
 
 
-@pytest.fixture(scope="module")
-def build(tmp_path_factory):
-    root = tmp_path_factory.mktemp("cost")
-    make_build(root, SIZES, row_group_rows=GROUP)
-    return str(root)
+build = build_fixture(SIZES, row_group_rows=GROUP)
 
 
 @pytest.fixture
 def decoded(monkeypatch):
     """The (shard, group) of every row group decoded while the test runs, in order."""
-    log: list = []
-    orig = Source.read
-
-    def counted(self, block, **kw):
-        log.append((block.shard, block.group))
-        return orig(self, block, **kw)
-
-    monkeypatch.setattr(Source, "read", counted)
-    return log
+    return log_reads(monkeypatch)
 
 
 @pytest.mark.parametrize("lanes,batched", [(1, True), (1, False), (2, True)])

@@ -10,9 +10,8 @@ from collections import Counter
 
 import pytest
 
-from loader_helpers import make_build, run_with_stops
+from loader_helpers import build_fixture, factory, log_reads, run_with_stops
 from shardforge.loaders import ShardedDataset, assignment as A, state as st
-from shardforge.loaders.source import Source
 
 CASES = [(n, chunk, lanes) for n in (0, 1, 5, 17, 64, 101) for chunk in (1, 4, 7, 64) for lanes in (1, 2, 3, 5)]
 
@@ -87,17 +86,7 @@ def test_remaining_is_what_the_ranks_did_not_read(policy, lanes, chunk):
 
 SIZES = [23, 0, 9, 14, 1, 30, 16]
 TOTAL = sum(SIZES)
-
-
-@pytest.fixture(scope="module")
-def build(tmp_path_factory):
-    root = tmp_path_factory.mktemp("lanes")
-    make_build(root, SIZES, row_group_rows=4)
-    return str(root)
-
-
-def factory(build, **kw):
-    return lambda: ShardedDataset(build, window=3, **kw)
+build = build_fixture(SIZES, row_group_rows=4)
 
 
 def flat(batches):
@@ -172,25 +161,13 @@ def test_elastic_restart_with_lanes_reads_the_rest_once(build, before, after, bs
     assert len(every - set(seen)) == A.length(dropped)
 
 
-def count_reads(monkeypatch):
-    log: list = []
-    orig = Source.read
-
-    def counted(self, block, **kw):
-        log.append((block.shard, block.group))
-        return orig(self, block, **kw)
-
-    monkeypatch.setattr(Source, "read", counted)
-    return log
-
-
 @pytest.mark.parametrize("lanes,workers", [(2, 2), (4, 2), (3, 3)])
 def test_workers_owning_lanes_decode_disjoint_row_groups(build, monkeypatch, lanes, workers):
     """Worker slots read in turn, in this process, counting what each decodes: with K
     dividing L, a row group is decoded by two workers only if it sits in a window that a
     lane boundary cuts (at most L - 1 windows of 3 row groups); with one lane every
     worker decodes every row group."""
-    log = count_reads(monkeypatch)
+    log = log_reads(monkeypatch)
     groups = sum(-(-n // 4) for n in SIZES)
 
     def decoded(lanes_):
