@@ -6,10 +6,10 @@ rows a (rank, worker) reads, in order (read through `windows.Cursor`, one per
 lane). `ShardReader.iter_batches()` is the plain iterator for consumers that do
 not use torch; the torch dataset wraps the same generator.
 
-Memory: a reading process holds at most one decoded window per lane it reads,
-`window_bytes / lanes` each (estimated from the Parquet metadata; a window holds
-at least one row group), so at most `window_bytes` whatever the row size, plus the
-batch being built.
+Memory: a reading process holds at most two decoded windows per lane it reads (the
+one it reads and the next, decoded ahead), `window_bytes / (2 * lanes)` each
+(estimated from the Parquet metadata; a window holds at least one row group), so at
+most `window_bytes` whatever the row size, plus the batch being built.
 """
 from __future__ import annotations
 
@@ -106,7 +106,8 @@ class ShardReader:
     def order(self) -> EpochOrder:
         """The current epoch's order (cached per epoch)."""
         if self._order is None or self._order.epoch != self.epoch:
-            per_lane = None if self.window_bytes is None else max(1, self.window_bytes // self.lanes)
+            # each lane holds the window it reads and the next one, decoded ahead
+            per_lane = None if self.window_bytes is None else max(1, self.window_bytes // (2 * self.lanes))
             self._order = EpochOrder(self.source.blocks, seed=self.seed, epoch=self.epoch,
                                      shuffle=self.shuffle, window=self.window, window_bytes=per_lane)
         return self._order
@@ -211,6 +212,14 @@ class ShardReader:
         layout = assignment.Pass(assignment.length(part), chunk, self.lanes)
         order = self.order()
         cursors: dict[int, Cursor] = {}
+
+        def cursor(lane: int) -> Cursor:
+            if lane not in cursors:
+                a, b = layout.lane_span(lane)                 # read ahead up to the lane's end
+                end = self._positions(part, b - 1, b)[0][1] if b > a and len(part) == 1 else None
+                cursors[lane] = Cursor(self.source, order, threads=num_workers <= 1, ahead=end)
+            return cursors[lane]
+
         for pieces in assignment.worker_pieces(layout, worker, num_workers, start=self._offset):
             size = sum(b - a for _, a, b in pieces)
             if skip >= size:
@@ -222,10 +231,8 @@ class ShardReader:
                     skip -= b - a
                     continue
                 a, skip = a + skip, 0
-                cursor = cursors.get(lane) or cursors.setdefault(
-                    lane, Cursor(self.source, order, threads=num_workers <= 1))   # workers: no pool
                 for s, e in self._positions(part, a, b):
-                    tables.extend(cursor.read(s, e))
+                    tables.extend(cursor(lane).read(s, e))
             table = one_table(tables)
             self._yielded += table.num_rows
             yield table

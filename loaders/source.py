@@ -8,6 +8,7 @@ loader's windows; a footer whose row groups differ from the manifest's is an err
 """
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 
@@ -87,7 +88,7 @@ class Source:
                 if not os.path.exists(p):
                     raise ManifestError(f"shard {s.index} is missing: {p} (listed in the manifest "
                                         f"of {self.path})")
-        self._open: OrderedDict[int, pq.ParquetFile] = OrderedDict()
+        self._local = threading.local()       # each thread its own file handles
         self._verified: set[int] = set()
         self._unreadable: dict[int, str] = {}
         self.blocks = self._block_table()
@@ -134,7 +135,7 @@ class Source:
 
     def __getstate__(self):
         state = dict(self.__dict__)
-        state["_open"] = OrderedDict()  # file handles stay in the process that opened them
+        state["_local"] = None   # file handles stay in the process (and thread) that opened them
         return state
 
     def _check(self, index: int, path: str) -> None:
@@ -149,10 +150,16 @@ class Source:
         self._verified.add(index)
 
     def file(self, index: int) -> pq.ParquetFile:
-        """The open ParquetFile of shard `index` (a small LRU of handles per process)."""
-        pf = self._open.get(index)
+        """The open ParquetFile of shard `index` (a small LRU of handles per thread: a
+        ParquetFile must not decode in two threads at once)."""
+        if self._local is None:
+            self._local = threading.local()
+        handles = getattr(self._local, "open", None)
+        if handles is None:
+            handles = self._local.open = OrderedDict()
+        pf = handles.get(index)
         if pf is not None:
-            self._open.move_to_end(index)
+            handles.move_to_end(index)
             return pf
         path = self.manifest.path_of(self.manifest.shards[index])
         if self.verify and index not in self._verified:
@@ -168,9 +175,9 @@ class Source:
                 pf = pq.ParquetFile(_local(path))
         except FileNotFoundError:
             raise ManifestError(f"shard {index} is missing: {path}") from None
-        self._open[index] = pf
-        if len(self._open) > self.max_open:
-            self._open.popitem(last=False)
+        handles[index] = pf
+        if len(handles) > self.max_open:
+            handles.popitem(last=False)
         return pf
 
     def read(self, block: Block, *, threads: bool = True) -> pa.Table:

@@ -1,7 +1,7 @@
 """What reading costs, counted rather than timed: the row groups a resume decodes before its
 first batch (the same at 1% and at 90% of an epoch, at most one window), the decoded rows a
-reader holds (one window per lane, within `window_bytes`), and the size estimate that
-sizes windows."""
+reader holds (two windows per lane, the next one decoded ahead, within `window_bytes`), and
+the size estimate that sizes windows."""
 from __future__ import annotations
 
 import json
@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from loader_helpers import build_fixture, log_reads
+from loader_helpers import build_fixture, log_reads, make_build
 from shardforge.loaders import ShardedDataset, ShardReader
 from shardforge.loaders.source import Source, decoded_sizes
 from shardforge.shardio import WriterSettings, write_build
@@ -63,9 +63,9 @@ def test_an_epoch_decodes_each_row_group_once_per_lane_boundary(build, decoded):
         assert len(decoded) <= TOTAL // GROUP + (lanes - 1) * WINDOW   # a window cut by a lane boundary
 
 
-def test_a_reader_holds_one_window_per_lane(build, monkeypatch):
+def test_a_reader_holds_two_windows_per_lane(build, monkeypatch):
     """Every decoded row group is tracked while alive: at no decode does the reader hold
-    more than `lanes` windows' worth (the one being decoded included)."""
+    more than two windows per lane (the one it reads and the next, decoded ahead)."""
     live: list = []
     most = [0]
     orig = Source.read
@@ -83,12 +83,13 @@ def test_a_reader_holds_one_window_per_lane(build, monkeypatch):
                             batched=True)
         for _ in ds:
             pass
-        assert most[0] <= lanes * WINDOW
+        assert most[0] <= 2 * lanes * WINDOW
 
 
 def test_windows_stay_within_window_bytes(tmp_path):
     """Rows of very different sizes: windows sized in bytes hold about the same decoded
-    bytes (never more than window_bytes unless one row group alone is bigger)."""
+    bytes (never more than half of window_bytes, the other half being for the next window,
+    unless one row group alone is bigger)."""
     rng = np.random.default_rng(0)
     tables = []
     for s, width in enumerate((16, 256, 2048)):
@@ -104,7 +105,7 @@ def test_windows_stay_within_window_bytes(tmp_path):
     for w in range(order.num_windows):
         blocks = order.window_blocks(w)
         held = sum(r.source.read(b).nbytes for b in blocks)
-        assert held <= budget * 1.05 or len(blocks) == 1
+        assert held <= budget / 2 * 1.05 or len(blocks) == 1
     assert order.num_windows < len(r.source.blocks)          # small row groups do share windows
 
 
@@ -122,3 +123,36 @@ def test_decoded_size_estimate_is_close_to_arrow(tmp_path):
     for g, est in enumerate(decoded_sizes(pf.metadata)):
         actual = pf.read_row_group(g).nbytes
         assert 0.9 * actual <= est <= 1.1 * actual, (g, est, actual)
+
+
+def test_dropping_a_read_ahead_that_never_started():
+    """A read-ahead still queued when its lane ends is cancelled without an error."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from shardforge.loaders.windows import _drop
+
+    gate = threading.Event()
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        busy = pool.submit(gate.wait)
+        queued = pool.submit(lambda: 1)
+        _drop(queued)
+        assert queued.cancelled()
+        gate.set()
+        _drop(busy)                     # running: waited for
+        assert busy.done()
+
+
+def test_row_groups_of_one_shard_decode_side_by_side(tmp_path):
+    """Threads reading row groups of the same shard at once get what one thread gets."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from shardforge.loaders.order import Block
+
+    make_build(tmp_path, [400], row_group_rows=8)
+    src = Source(str(tmp_path))
+    blocks = [Block(0, g, 8) for g in range(50)] * 8
+    alone = [src.read(b, threads=False) for b in blocks[:50]]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        together = list(pool.map(lambda b: src.read(b, threads=False), blocks))
+    assert all(t.equals(alone[i % 50]) for i, t in enumerate(together))
