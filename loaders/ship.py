@@ -11,8 +11,8 @@ setting the segment's free flag, and gets a plain dict equal to what
 of str / bytes for string and binary columns (decoded there, as unpickling str
 would), Python lists for everything else.
 
-Segments are a worker's own: it unlinks them when it exits (a worker killed by a
-signal leaves them in /dev/shm).
+Segments are a worker's own: it unlinks them when it exits; those of a worker that
+was terminated or killed are unlinked by the next worker that starts shipping.
 """
 from __future__ import annotations
 
@@ -125,6 +125,7 @@ class _Ring:
         self.pid = os.getpid()
         self.segments: list[_Segment] = []
         Finalize(self, _Ring.close, args=(self.segments,), exitpriority=10)  # runs at worker exit
+        _sweep()
 
     def acquire(self, size: int) -> _Segment:
         for seg in self.segments:
@@ -145,6 +146,24 @@ class _Ring:
         for seg in segments:
             seg.close()
         segments.clear()
+
+
+def _sweep() -> None:
+    """Unlink the segments of processes that are gone (a worker that torch terminated at
+    shutdown, or that was killed, cannot unlink its own)."""
+    for name in os.listdir(SHM_DIR):
+        parts = name.split("-")
+        if len(parts) != 3 or parts[0] != "shardforge" or not parts[1].isdigit():
+            continue
+        try:
+            os.kill(int(parts[1]), 0)
+        except ProcessLookupError:
+            try:
+                os.unlink(os.path.join(SHM_DIR, name))
+            except FileNotFoundError:
+                pass
+        except PermissionError:      # alive, another user's
+            pass
 
 
 _RING: _Ring | None = None

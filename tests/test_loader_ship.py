@@ -111,3 +111,22 @@ def test_through_a_dataloader_and_nothing_left_behind(collate_fn):
                 break
         del loader, b
     assert set(os.listdir(S.SHM_DIR)) - before == set()
+
+
+def test_segments_of_dead_processes_are_swept(tmp_path):
+    import subprocess
+    import sys
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    stale = os.path.join(S.SHM_DIR, f"shardforge-{dead}-0123456789ab")
+    mine = os.path.join(S.SHM_DIR, f"shardforge-{os.getpid()}-0123456789ab")
+    for path in (stale, mine):
+        open(path, "wb").close()
+    try:
+        S._sweep()
+        assert not os.path.exists(stale) and os.path.exists(mine)
+    finally:
+        for path in (stale, mine):
+            if os.path.exists(path):
+                os.unlink(path)
