@@ -101,8 +101,8 @@ def _shuffle(R: dict) -> list[str]:
            "Spearman: rank correlation between a sample's manifest position and its position in the sequence "
            "(0 = no trace of the file order). Neighbours: share of consecutive samples that are consecutive in the "
            "manifest. Per batch of 64: distinct shards (a uniform shuffle's expectation alongside) and distinct row "
-           "groups. Memory: a reading process holds at most `window_bytes` of decoded rows (one window of "
-           "`window_bytes / lanes` per lane it reads).", "",
+           "groups. Memory: a reading process holds at most `window_bytes` of decoded rows (per lane it reads, "
+           "the window it reads and the next, each `window_bytes / (2 * lanes)`).", "",
            "| shuffle | windows | Spearman | neighbours kept | shards / batch (uniform) | row groups / batch |",
            "|---|---:|---:|---:|---:|---:|"]
     for s in R["text"]["shuffle"]:
