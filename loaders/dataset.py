@@ -14,7 +14,7 @@ from torch.utils.data import IterableDataset, get_worker_info
 
 from .convert import table_to_batch, table_to_samples
 from .reader import WINDOW_BYTES, ShardReader, env_rank_world
-from .ship import ship
+from .ship import available as can_ship, ship
 from .source import LoaderError
 
 SAMPLE_CHUNK = 4096   # rows read at a time in per-sample mode when no batch size is given
@@ -94,7 +94,7 @@ class ShardedDataset(ShardReader, IterableDataset):
                           "(see loaders/README.md)", stacklevel=2)
         tables = self.iter_tables(self._pass_chunk(), worker, num_workers)
         if self.batched:
-            if get_worker_info() is not None and self.transform is None:
+            if get_worker_info() is not None and self.transform is None and can_ship():
                 for table in tables:   # one shared-memory buffer per batch; text decoded by the trainer
                     yield ship(table)
                 return

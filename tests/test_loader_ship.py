@@ -130,3 +130,15 @@ def test_segments_of_dead_processes_are_swept(tmp_path):
         for path in (stale, mine):
             if os.path.exists(path):
                 os.unlink(path)
+
+
+def test_without_dev_shm_batches_travel_the_usual_way(tmp_path, monkeypatch):
+    """No writable /dev/shm (macOS, some containers): workers hand plain dicts to torch."""
+    from loader_helpers import make_build
+    from shardforge.loaders import ShardedDataset
+
+    make_build(tmp_path, [20, 7], row_group_rows=4)
+    monkeypatch.setattr(S, "SHM_DIR", str(tmp_path / "no-such-dir"))
+    ds = ShardedDataset(str(tmp_path), rank=0, world_size=1, seed=1, batch_size=4, batched=True)
+    got = [int(i) for b in DataLoader(ds, batch_size=None, num_workers=2) for i in b["id"]]
+    assert sorted(got) == sorted(list(range(20)) + [100_000 + i for i in range(7)])
