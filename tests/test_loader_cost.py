@@ -134,11 +134,13 @@ def test_dropping_a_read_ahead_that_never_started():
 
     gate = threading.Event()
     with ThreadPoolExecutor(max_workers=1) as pool:
-        busy = pool.submit(gate.wait)
+        busy = pool.submit(gate.wait, 30)
         queued = pool.submit(lambda: 1)
-        _drop(queued)
-        assert queued.cancelled()
-        gate.set()
+        try:
+            _drop(queued)
+            assert queued.cancelled()
+        finally:
+            gate.set()
         _drop(busy)                     # running: waited for
         assert busy.done()
 
