@@ -7,13 +7,17 @@ calls inside each worker.
 """
 from __future__ import annotations
 
+import warnings
 from typing import Any, Callable, Iterator
 
 from torch.utils.data import IterableDataset, get_worker_info
 
 from .convert import table_to_batch, table_to_samples
-from .reader import ShardReader, env_rank_world
+from .reader import WINDOW_BYTES, ShardReader, env_rank_world
+from .ship import available as can_ship, ship
 from .source import LoaderError
+
+SAMPLE_CHUNK = 4096   # rows read at a time in per-sample mode when no batch size is given
 
 
 def default_rank_world() -> tuple[int, int]:
@@ -38,21 +42,25 @@ class ShardedDataset(ShardReader, IterableDataset):
       workers in the order the DataLoader collects them).
 
     Every rank yields the same number of samples per pass (`num_samples()`; `len()` counts
-    the items, batches in batch mode), so DDP ranks take the same number of steps. `transform` is applied to each sample (per-sample
-    mode) or to each collated batch (batch mode). See loaders/README.md for the
-    state fields and the resume recipes.
+    the items, batches in batch mode), so DDP ranks take the same number of steps.
+    `transform` is applied to each sample (per-sample mode) or to each collated batch
+    (batch mode). A rank's sequence does not depend on the DataLoader's worker count;
+    with `lanes` a multiple of it, no two workers decode the same row groups. See
+    loaders/README.md for the state fields and the resume recipes.
     """
 
     def __init__(self, path, *, rank: int | None = None, world_size: int | None = None, seed: int = 0,
-                 shuffle: bool = True, window: int = 32, policy: str = "drop", columns=None,
-                 batch_size: int | None = None, batched: bool = False,
-                 transform: Callable[[Any], Any] | None = None, verify: bool = False, epoch: int = 0):
+                 shuffle: bool = True, window_bytes: int | None = WINDOW_BYTES, window: int | None = None,
+                 lanes: int = 1, policy: str = "drop", columns=None, batch_size: int | None = None,
+                 batched: bool = False, transform: Callable[[Any], Any] | None = None,
+                 verify: bool = False, epoch: int = 0):
         if batched and not batch_size:
             raise LoaderError("batched=True needs batch_size")
         if batch_size is not None and int(batch_size) < 1:
             raise LoaderError(f"batch_size must be >= 1, got {batch_size}")
         super().__init__(path, rank=rank, world_size=world_size, seed=seed, shuffle=shuffle,
-                         window=window, policy=policy, columns=columns, verify=verify, epoch=epoch)
+                         window_bytes=window_bytes, window=window, lanes=lanes, policy=policy,
+                         columns=columns, verify=verify, epoch=epoch)
         self.batch_size = int(batch_size) if batch_size else None
         self.batched = bool(batched)
         self.transform = transform
@@ -60,6 +68,9 @@ class ShardedDataset(ShardReader, IterableDataset):
     @staticmethod
     def _default_rank_world() -> tuple[int, int]:
         return default_rank_world()
+
+    def _pass_chunk(self) -> int:
+        return self.batch_size or SAMPLE_CHUNK
 
     def __len__(self) -> int:
         """Items this rank yields in the current pass: batches in batch mode, else samples
@@ -76,9 +87,17 @@ class ShardedDataset(ShardReader, IterableDataset):
         if num_workers > 1 and not self.batch_size:
             raise LoaderError("with DataLoader workers, pass batch_size= (the DataLoader's batch size) "
                               "so the rank's samples are dealt to workers in the order it collects them")
-        chunk = self.batch_size or 4096
-        tables = self.iter_tables(chunk, worker, num_workers)
+        if num_workers > 1 and worker == 0 and self.lanes % num_workers:
+            warnings.warn(f"ShardedDataset(lanes={self.lanes}) read by {num_workers} DataLoader workers: "
+                          "workers share lanes, so each decodes row groups another also decodes; "
+                          f"lanes={num_workers} (or a multiple) reads disjoint row groups "
+                          "(see loaders/README.md)", stacklevel=2)
+        tables = self.iter_tables(self._pass_chunk(), worker, num_workers)
         if self.batched:
+            if get_worker_info() is not None and self.transform is None and can_ship():
+                for table in tables:   # one shared-memory buffer per batch; text decoded by the trainer
+                    yield ship(table)
+                return
             for table in tables:
                 batch = table_to_batch(table)
                 yield self.transform(batch) if self.transform else batch
@@ -96,8 +115,7 @@ class ShardedDataset(ShardReader, IterableDataset):
         info = get_worker_info()
         if info is None or consumed is not None:
             return super().state_dict(consumed)
-        chunk = self.batch_size or 4096
         return self._base(consumed=self._offset,
-                          worker={"id": info.id, "num_workers": info.num_workers, "chunk": chunk,
+                          worker={"id": info.id, "num_workers": info.num_workers, "chunk": self._pass_chunk(),
                                   "yielded": self._yielded})
 
