@@ -142,6 +142,10 @@ class EpochOrder:
         self.num_windows = len(firsts)
         self._window_starts = self._block_starts[self._first_block]
 
+    def first_blocks(self) -> np.ndarray:
+        """Index (into `blocks`) of each window's first block."""
+        return self._first_block[:-1]
+
     def window_of(self, position: int) -> int:
         """The window holding `position` (0 <= position < total); O(log windows)."""
         if not 0 <= position < self.total:

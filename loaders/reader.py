@@ -68,7 +68,7 @@ class ShardReader:
             raise LoaderError(f"window_bytes must be >= 1, got {window_bytes}")
         if int(lanes) < 1:
             raise LoaderError(f"lanes must be >= 1, got {lanes}")
-        self.source = Source(path, columns=columns, verify=verify)
+        self.source = self._open(path, columns, verify)
         self.rank, self.world_size = int(rank), int(world_size)
         self.seed, self.shuffle, self.policy = int(seed), bool(shuffle), policy
         self.window = None if window is None else int(window)
@@ -89,6 +89,9 @@ class ShardReader:
     def _default_rank_world() -> tuple[int, int]:
         return env_rank_world()
 
+    def _open(self, path, columns, verify) -> Source:
+        return Source(path, columns=columns, verify=verify)
+
     def _pass_chunk(self) -> int | None:
         """The batch size this reader's passes use, when known before reading."""
         return None
@@ -103,12 +106,13 @@ class ShardReader:
     def columns(self) -> list[str]:
         return self.source.columns
 
-    def order(self) -> EpochOrder:
-        """The current epoch's order (cached per epoch)."""
-        if self._order is None or self._order.epoch != self.epoch:
+    def order(self, epoch: int | None = None) -> EpochOrder:
+        """The order of the current epoch (or of `epoch`); the last one made is cached."""
+        epoch = self.epoch if epoch is None else int(epoch)
+        if self._order is None or self._order.epoch != epoch:
             # each lane holds the window it reads and the next one, decoded ahead
             per_lane = None if self.window_bytes is None else max(1, self.window_bytes // (2 * self.lanes))
-            self._order = EpochOrder(self.source.blocks, seed=self.seed, epoch=self.epoch,
+            self._order = EpochOrder(self.source.blocks, seed=self.seed, epoch=epoch,
                                      shuffle=self.shuffle, window=self.window, window_bytes=per_lane)
         return self._order
 
@@ -195,8 +199,8 @@ class ShardReader:
 
     # -- reading --------------------------------------------------------------
     def iter_tables(self, chunk: int, worker: int = 0, num_workers: int = 1) -> Iterator[pa.Table]:
-        """Tables of at most `chunk` rows: this rank's pass from the current position, the
-        chunks of worker `worker` of `num_workers`. Counts what it yields."""
+        """Tables of at most `chunk` rows (a subclass's own chunks): this rank's pass from the
+        current position, the chunks of worker `worker` of `num_workers`. Counts what it yields."""
         skip = 0
         if self._worker is not None:
             w = self._worker
@@ -210,14 +214,13 @@ class ShardReader:
         self._yielded = skip
         part = self.part()
         layout = assignment.Pass(assignment.length(part), chunk, self.lanes)
-        order = self.order()
         cursors: dict[int, Cursor] = {}
 
         def cursor(lane: int) -> Cursor:
             if lane not in cursors:
                 a, b = layout.lane_span(lane)                 # read ahead up to the lane's end
                 end = self._positions(part, b - 1, b)[0][1] if b > a and len(part) == 1 else None
-                cursors[lane] = Cursor(self.source, order, threads=num_workers <= 1, ahead=end)
+                cursors[lane] = self._cursor(threads=num_workers <= 1, ahead=end)
             return cursors[lane]
 
         for pieces in assignment.worker_pieces(layout, worker, num_workers, start=self._offset):
@@ -225,19 +228,35 @@ class ShardReader:
             if skip >= size:
                 skip -= size
                 continue
-            tables = []
+            parts = []
             for lane, a, b in pieces:
                 if skip >= b - a:
                     skip -= b - a
                     continue
                 a, skip = a + skip, 0
                 for s, e in self._positions(part, a, b):
-                    tables.extend(cursor(lane).read(s, e))
-            table = one_table(tables)
-            self._yielded += table.num_rows
-            yield table
+                    parts.extend(cursor(lane).read(s, e))
+            chunk_out = self._join(parts)
+            self._yielded += len(chunk_out)
+            yield chunk_out
         for c in cursors.values():
             c.close()
+
+    # what a pass reads, and how its pieces join: rows of the build here; a subclass reading
+    # other units (packed token sequences, a mixture's samples) replaces these two
+    def _cursor(self, *, threads: bool, ahead: int | None):
+        """A reader of the current epoch's positions for one lane: `.read(start, stop)` yields
+        pieces, `.close()`."""
+        return self.epoch_cursor(self.epoch, threads=threads, ahead=ahead)
+
+    def epoch_cursor(self, epoch: int, *, threads: bool, ahead: int | None = None):
+        """A reader of epoch `epoch`'s positions (a mixture reads its sources' epochs in turn)."""
+        return Cursor(self.source, self.order(epoch), threads=threads, ahead=ahead)
+
+    @staticmethod
+    def _join(parts):
+        """One chunk out of a read's pieces (its len() is the samples it holds)."""
+        return one_table(parts)
 
     @staticmethod
     def _positions(part, a: int, b: int) -> list[list[int]]:
