@@ -52,10 +52,9 @@ def check_token_column(source: Source, column: str) -> pa.DataType:
 
 def block_tokens(source: Source, column: str) -> np.ndarray:
     """Tokens of each row group of `source.blocks` (manifest order): from the manifest's
-    per-row-group counts when present, else the sums of `num_tokens`, else of the lists'
-    lengths, read once."""
-    recorded = {s.index: s.row_group_tokens for s in source.manifest.shards
-                if getattr(s, "row_group_tokens", None) and s.token_column == column}
+    per-row-group list lengths when the build recorded them, else the sums of `num_tokens`,
+    else of the lists' lengths, read once."""
+    recorded = {s.index: s.list_lengths[column] for s in source.manifest.shards if column in s.list_lengths}
     out = np.zeros(len(source.blocks), dtype=np.int64)
     for i, (shard, group, _rows, _b) in enumerate(source.blocks):
         if shard in recorded:

@@ -170,3 +170,20 @@ def test_bad_token_columns_are_refused(tmp_path):
     write_build(str(tmp_path / "u8"), token_tables([5], dtype=pa.uint16()))
     with pytest.raises(LoaderError, match="eos_id 70000 does not fit"):
         SequenceReader(str(tmp_path / "u8"), sequence_length=L, eos_id=70000)
+
+
+def test_builds_without_recorded_list_lengths_give_the_same_sequences(build, tmp_path):
+    """Older manifests have no per-row-group list lengths: the reader counts the tokens itself."""
+    import shutil
+
+    old = tmp_path / "old"
+    shutil.copytree(build, old)
+    manifest = json.loads((old / "manifest.json").read_text())
+    assert all("tokens" in s["list_lengths"] for s in manifest["shards"] if s["rows"])
+    for s in manifest["shards"]:
+        s.pop("list_lengths", None)
+    (old / "manifest.json").write_text(json.dumps(manifest))
+    new = SequenceReader(build, sequence_length=L, rank=0, world_size=1, **ORDER)
+    again = SequenceReader(str(old), sequence_length=L, rank=0, world_size=1, **ORDER)
+    assert new.total == again.total
+    assert all(np.array_equal(a, b) for a, b in zip(new.iter_sequences(B), again.iter_sequences(B)))
