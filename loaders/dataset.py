@@ -15,7 +15,7 @@ from torch.utils.data import IterableDataset, get_worker_info
 
 from .convert import table_to_batch, table_to_samples
 from .reader import WINDOW_BYTES, ShardReader, env_rank_world
-from .ship import available as can_ship, ship
+from .ship import available as can_ship, ship, ship_array
 from .source import LoaderError
 from .mixture import MixtureReader
 from .tokens import SequenceReader
@@ -163,6 +163,10 @@ class TokenDataset(_Torch, SequenceReader, IterableDataset):
     def __iter__(self) -> Iterator[Any]:
         chunks = self._worker_tables()
         if self.batched:
+            if get_worker_info() is not None and self.transform is None and can_ship():
+                for chunk in chunks:   # one reused shared-memory segment per worker, not a new one per batch
+                    yield ship_array(chunk)
+                return
             for chunk in chunks:
                 batch = torch.from_numpy(chunk)
                 yield self.transform(batch) if self.transform else batch

@@ -298,3 +298,48 @@ def _receive(name: str, size: int, layout) -> dict:
         del view
         mm.close()
     return out
+
+
+class ArrayShipment:
+    """A numeric array made in a DataLoader worker (a batch of token sequences) that pickles
+    as a reference to the worker's shared-memory segment holding it; the training process
+    gets a torch tensor that owns a copy. Pickle it once (the receiver frees the segment)."""
+
+    def __init__(self, array: np.ndarray, ref: tuple):
+        self.array, self._ref = array, ref
+
+    @property
+    def shape(self):
+        return self.array.shape
+
+    def __reduce__(self):
+        return _receive_array, self._ref
+
+    def __repr__(self) -> str:
+        return f"ArrayShipment({self.array.dtype}, {self.array.shape})"
+
+
+def ship_array(array: np.ndarray) -> ArrayShipment:
+    """`array` as an ArrayShipment (see ArrayShipment)."""
+    array = np.ascontiguousarray(array)
+    size = _HEADER + array.nbytes
+    seg = _ring().acquire(size)
+    seg.view[_HEADER:size] = array.view(np.uint8).reshape(-1)
+    return ArrayShipment(_array(seg.view, _HEADER, array.dtype.str, array.shape),
+                         (seg.name, size, array.dtype.str, array.shape))
+
+
+def _receive_array(name: str, size: int, dtype: str, shape) -> torch.Tensor:
+    fd = os.open(os.path.join(SHM_DIR, name), os.O_RDWR)
+    try:
+        mm = mmap.mmap(fd, size, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0))
+    finally:
+        os.close(fd)
+    view = np.frombuffer(mm, dtype=np.uint8)
+    try:
+        out = torch.from_numpy(_array(view, _HEADER, dtype, shape).copy())
+        view[:8].view(np.uint64)[0] = 1
+    finally:
+        del view
+        mm.close()
+    return out
