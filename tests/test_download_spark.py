@@ -207,12 +207,16 @@ def test_resume_skips_ok_urls_and_merges_by_url(spark, http_server, tmp_path):
     merge_results(spark, second.results, table)
     final = spark.read.format("delta").load(table)
     assert final.count() == len(paths)
-    # a third run with transient retries on: the earlier 404 (permanent) is kept, nothing is fetched
+    # the table keeps what happened to each URL, not what it returned, nor URL credentials
+    assert not {"text", "title", "image", "caption", "meta"} & set(final.columns)
+    # a third run with transient retries on: the earlier 404 (permanent) is kept, nothing is fetched,
+    # and URLs an earlier run fetched ok come back as fetched_before (their documents went through it)
     http_server.reset_log()
     third = download(urls, DownloadSection(**{**cfg2.__dict__, "retry_transient_failures": True}),
                      previous=load_previous(spark, table))
     assert third.results.count() == len(paths) and http_server.hits() == []
-    assert third.kept.count() == 6      # previously ok rows are kept again (their content is in the table)
+    assert third.kept.count() == 0
+    assert sorted(r.reason for r in third.rejected.collect()) == ["download:fetched_before"] * 6 + ["download:http_4xx"]
 
 
 @pytest.mark.slow
