@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from pyspark.sql.types import StructType
 
 from shardforge.config import DownloadSection
 from shardforge.download import (RESULT, download, load_previous, merge_results, read_url_list,
                                  summary, summary_dict, url_id)
-from shardforge.schemas import DOCUMENT, REJECT, assert_schema
+from shardforge.schemas import DOCUMENT, IMAGE, REJECT, assert_schema
 from webserver import comparable_results, http_server, nulls_first  # noqa: F401  (fixture)
 
 CFG = DownloadSection(connect_timeout=1.0, read_timeout=1.0, max_retries=2, backoff_base=0.2, backoff_max=2.0,
@@ -90,7 +91,7 @@ def test_retries_seen_by_the_server(full_run, http_server):
 
 def test_kept_and_rejected_account_for_every_row(full_run, http_server):
     urls, res, _ = full_run
-    assert_schema(res.kept, DOCUMENT, "download kept")
+    assert_schema(res.kept, StructType(DOCUMENT.fields + IMAGE.fields), "download kept")
     assert_schema(res.rejected, REJECT, "download rejected")
     n_ok = sum(1 for _, _, s in CASES if s == "ok")
     assert res.kept.count() == n_ok
