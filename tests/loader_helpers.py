@@ -161,3 +161,31 @@ def run_with_stops(factory, *, epochs: int, stops=(), kind: str = "plain", worke
             return out
         if workers_after is not None:
             k = workers_after
+
+
+# The documented contract written out by hand (loaders/README.md, "The epoch order" and "Ranks,
+# lanes, workers, equal counts"), for tests that must not take their expectations from
+# shardforge.loaders.assignment or state.rest / assignment.dropped.
+
+def epoch_order(path, **order) -> list[int]:
+    """The ids of one epoch in its order: rank 0 of 1, read as one batch. The order does not
+    depend on the world size, and a pass of one batch is the rank's part in order whatever
+    `lanes` is, so this is the epoch order itself."""
+    from shardforge.loaders import ShardReader
+
+    reader = ShardReader(path, rank=0, world_size=1, columns=["id"], **order)
+    return [i for t in reader.iter_tables(max(1, reader.total)) for i in t.column("id").to_pylist()]
+
+
+def per_rank(n: int, world: int, policy: str) -> int:
+    """Samples per rank of a plan of n: `drop` n // W, `pad` ceil(n / W)."""
+    return n // world if policy == "drop" else -(-n // world)
+
+
+def stretch(seq: list, rank: int, world: int, policy: str) -> list:
+    """What rank `rank` of `world` reads of the sequence `seq` (the epoch order, or what an
+    elastic restart hands over), in part order: positions [r*q, (r+1)*q), pad slots
+    wrapping to the sequence's start."""
+    n = len(seq)
+    q = per_rank(n, world, policy)
+    return [seq[(rank * q + i) % n] for i in range(q)]

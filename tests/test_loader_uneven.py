@@ -14,7 +14,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, get_worker_info
 
-from loader_helpers import build_ids, uneven_builds_fixture
+from loader_helpers import build_ids, epoch_order, per_rank, stretch, uneven_builds_fixture
 from shardforge.loaders import ShardReader, ShardedDataset, no_collate
 
 uneven_builds = uneven_builds_fixture()
@@ -22,13 +22,6 @@ uneven_builds = uneven_builds_fixture()
 WORLDS = (1, 2, 3, 5, 8)
 # (DataLoader workers, batch size, lanes, window in row groups)
 LAYOUTS = [(0, 4, 1, 3), (2, 3, 1, 2), (3, 5, 3, 1), (2, 1, 2, None), (4, 7, 2, 4)]
-
-
-def epoch_sequence(path, **order) -> list[int]:
-    """The epoch order: one rank of one, read as one batch (the order does not depend on W,
-    and a pass of one batch is its part in order, whatever the lanes)."""
-    reader = ShardReader(path, rank=0, world_size=1, columns=["id"], **order)
-    return [i for t in reader.iter_tables(max(1, reader.total)) for i in t.column("id").to_pylist()]
 
 
 def slot_batches(path, *, rank, world, workers, chunk, policy, **order) -> list[list[list[int]]]:
@@ -57,9 +50,9 @@ def test_every_row_once_across_ranks_and_workers(uneven_builds, name, policy):
     n = len(rows)
     for (workers, chunk, lanes, window), world in itertools.product(LAYOUTS, WORLDS):
         order = dict(seed=5, window=window, lanes=lanes)
-        epoch = epoch_sequence(path, **order)
+        epoch = epoch_order(path, **order)
         assert sorted(epoch) == sorted(rows)                           # a permutation of the build's rows
-        q = n // world if policy == "drop" else -(-n // world)
+        q = per_rank(n, world, policy)
         seen: Counter = Counter()
         batch_counts = set()
         for rank in range(world):
@@ -71,12 +64,12 @@ def test_every_row_once_across_ranks_and_workers(uneven_builds, name, policy):
             assert all(len(b) == chunk for b in sequence[:-1]) and (not sequence or 0 < len(sequence[-1]) <= chunk)
             batch_counts.add(len(sequence))
             # the rank reads the stretch [rank*q, (rank+1)*q) of the epoch order (pads wrap to its start)
-            stretch = [epoch[(rank * q + i) % n] for i in range(q)]
+            mine = stretch(epoch, rank, world, policy)
             flat = [i for b in sequence for i in b]
             if lanes == 1:
-                assert flat == stretch, (name, world, rank, workers)
+                assert flat == mine, (name, world, rank, workers)
             else:
-                assert sorted(flat) == sorted(stretch), (name, world, rank, workers, lanes)
+                assert sorted(flat) == sorted(mine), (name, world, rank, workers, lanes)
             seen.update(ids)
         assert batch_counts == {-(-q // chunk)}, (name, world, batch_counts)   # equal steps per rank
         if policy == "drop":
