@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import MapType
+from pyspark.sql.types import ArrayType, MapType, StructType
 
 from .config import ShardsSection
 from .keys import key_hash_expr, shard_expr
@@ -137,6 +137,16 @@ def _writer(staging: str, num_shards: int, schema: pa.Schema, settings: WriterSe
     return write_partition
 
 
+def _has_map(t) -> bool:
+    if isinstance(t, MapType):
+        return True
+    if isinstance(t, ArrayType):
+        return _has_map(t.elementType)
+    if isinstance(t, StructType):
+        return any(_has_map(f.dataType) for f in t.fields)
+    return False
+
+
 def build_shards(df: DataFrame, output: str, cfg: ShardsSection, *, source: dict[str, Any],
                  config: dict[str, Any]) -> dict[str, Any]:
     """Write and publish a build of `df` at `output` (a folder; `manifest.json` inside).
@@ -155,7 +165,10 @@ def build_shards(df: DataFrame, output: str, cfg: ShardsSection, *, source: dict
     settings = settings_of(cfg)
     staging = new_staging_dir(output)
     log.info("building %d rows into %d shards at %s", total, num_shards, output)
-    hashable = [F.col(f"`{f.name}`") for f in df.schema.fields if not isinstance(f.dataType, MapType)]
+    # rows that share a key are ordered by a hash of the whole row; Spark cannot hash maps,
+    # so map-holding columns enter as their JSON text (entries in stored order)
+    hashable = [F.to_json(F.struct(F.col(f"`{f.name}`"))) if _has_map(f.dataType) else F.col(f"`{f.name}`")
+                for f in df.schema.fields]
     keyed = df.select("*", shard_expr(cfg.key, num_shards).alias("_shard"),
                       key_hash_expr(cfg.key).alias("_h"), F.xxhash64(*hashable).alias("_rh"))
     ordered = keyed.repartition("_shard").sortWithinPartitions("_shard", "_h", F.col(f"`{cfg.key}`"), "_rh")
