@@ -43,7 +43,9 @@ setup(
     extras_require={
         "spark": SPARK,
         "torch": TORCH,
-        "dev": SPARK + TORCH + ["pytest>=8", "hypothesis>=6", "torchdata>=0.8", "fsspec", "xxhash"],
+        # moto[server]: a real S3 API on 127.0.0.1 for the object-store tests; s3fs: the loader's s3://
+        "dev": SPARK + TORCH + ["pytest>=8", "hypothesis>=6", "torchdata>=0.8", "fsspec", "xxhash",
+                                "moto[server]>=5", "s3fs"],
     },
     entry_points={"console_scripts": ["shardforge = shardforge.cli:main"]},
 )

@@ -26,6 +26,8 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .cluster import _tail
+
 LAUNCHER = "ShardforgeMiniHadoop"
 
 
@@ -168,13 +170,6 @@ class MiniHadoop:
             with urllib.request.urlopen(f"{node}/ws/v1/node/containerlogs/{cid}/{name}", timeout=10) as r:
                 logs[cid] = r.read().decode(errors="replace")
         return logs
-
-
-def _tail(path: str, n: int = 30) -> str:
-    try:
-        return "\n".join(Path(path).read_text(errors="replace").splitlines()[-n:])
-    except OSError:
-        return ""
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -193,6 +193,6 @@ def explain(exc: BaseException) -> RemoteStorageError | None:
             f"or role) and check they are valid for the bucket", 2)
     if any(s in text for s in _UNREACHABLE):
         endpoint = _first(_ENDPOINT, text) or path or "the filesystem's endpoint"
-        reason = next((ln.strip() for ln in text.splitlines() if any(s in ln for s in _UNREACHABLE)), "")
+        reason = next((ln.strip(" :\t") for ln in text.splitlines() if any(s in ln for s in _UNREACHABLE)), "")
         return RemoteStorageError(f"cannot reach {endpoint}{where}: {reason[:300]}", 1)
     return None
