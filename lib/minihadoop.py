@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -159,17 +160,23 @@ class MiniHadoop:
         return self.rm(f"apps/{app_id}")["app"]
 
     def container_logs(self, app_id: str, name: str = "stderr") -> dict[str, str]:
-        """{container id: its log `name`} for every container of the application, found from
-        the ResourceManager (the application's node) and read from that NodeManager's REST API."""
-        app = self.app(app_id)
-        node = "http://" + app["amHostHttpAddress"]
-        with urllib.request.urlopen(f"{node}/ws/v1/node/apps/{app_id}", timeout=10) as r:
-            containers = json.loads(r.read().decode())["app"].get("containerids") or []
-        logs = {}
-        for cid in sorted(containers):
-            with urllib.request.urlopen(f"{node}/ws/v1/node/containerlogs/{cid}/{name}", timeout=10) as r:
-                logs[cid] = r.read().decode(errors="replace")
-        return logs
+        """{container id: its log `name`} for the application's containers, after it finished.
+
+        The ResourceManager's REST API names the application master's container and node
+        (`apps/<id>/appattempts`); a finished application's other containers are no longer
+        listed there, so they are taken from the AM's own log, where Spark's YarnAllocator
+        names every container it launched. Each log is read from the NodeManager's REST API
+        (`/ws/v1/node/containerlogs/<container>/<file>`)."""
+        attempt = self.rm(f"apps/{app_id}/appattempts")["appAttempts"]["appAttempt"][-1]
+        node = "http://" + attempt["nodeHttpAddress"]
+
+        def read(cid: str, file: str) -> str:
+            with urllib.request.urlopen(f"{node}/ws/v1/node/containerlogs/{cid}/{file}", timeout=10) as r:
+                return r.read().decode(errors="replace")
+
+        am = attempt["containerId"]
+        launched = re.findall(r"Launching container (container_\w+)", read(am, "stderr"))
+        return {cid: read(cid, name) for cid in sorted({am, *launched})}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -289,6 +289,21 @@ def begin_direct_build(output: str, build_id: str, storage: StorageOptions | Non
     return build_id not in named
 
 
+def check_written(folder: str, shards: Sequence[ShardInfo], storage: StorageOptions | None = None) -> None:
+    """One listing of a build folder written in place: every shard is there with the size its
+    writer counted (on an object store a task attempt that failed half-way may have left, or
+    removed, an object under the final name). Raises RuntimeError naming the shard."""
+    from pyarrow import fs
+
+    filesystem, root = _fs(folder, storage)
+    sizes = {i.base_name: i.size for i in filesystem.get_file_info(fs.FileSelector(root, allow_not_found=True))
+             if i.type == fs.FileType.File}
+    for s in shards:
+        if sizes.get(s.file) != s.bytes:
+            raise RuntimeError(f"shards: {folder}/{s.file} is {sizes.get(s.file)} bytes, its writer wrote {s.bytes}; "
+                               f"nothing was published")
+
+
 def _manifest(build_id: str, shards: Sequence[ShardInfo], schema: pa.Schema, key: str, config: dict[str, Any],
               source: dict[str, Any], settings: WriterSettings) -> dict[str, Any]:
     return {
@@ -384,6 +399,7 @@ def write_build(output: str, tables: Sequence[pa.Table], *, key: str = "id",
             infos = hashed
         else:
             infos = [write_shard(t, folder, i, n, settings, storage) for i, t in enumerate(tables)]
+            check_written(folder, infos, storage)
     else:
         staging = new_staging_dir(output, storage)
         infos = [write_shard(t, staging, i, n, settings, storage) for i, t in enumerate(tables)]

@@ -10,7 +10,9 @@ Only per-shard statistics (one small row per shard) reach the driver.
 On an object store (no rename) the sorted rows are persisted and pass through the writer
 twice: once only to hash the shards (which names the build), then to write each shard
 once under its final `b-<build id>/` name; the second pass must reproduce the first's
-checksums (shardio explains the publication).
+checksums, and one listing must find every shard at its size, before the manifest PUT
+(shardio explains the publication). Overlapping attempts of one task (speculation, off by
+default) could replace a shard's object with a half-written one; the listing then refuses.
 The bytes depend on the rows and the writer settings only: not on partitioning,
 executor count, task retries or time.
 """
@@ -29,8 +31,8 @@ from pyspark.sql.types import MapType
 
 from .config import ShardsSection
 from .keys import key_hash_expr, shard_expr
-from .shardio import (ShardWriter, WriterSettings, begin_direct_build, build_id_of, new_staging_dir,
-                      publish_build, shard_name, write_shard)
+from .shardio import (ShardWriter, WriterSettings, begin_direct_build, build_id_of, check_written,
+                      new_staging_dir, publish_build, shard_name, write_shard)
 from .manifest import ShardInfo
 from .storage import StorageOptions, is_object_store, qualify
 
@@ -190,10 +192,12 @@ def build_shards(df: DataFrame, output: str, cfg: ShardsSection, *, source: dict
             infos = write(None)
             build_id = build_id_of(list(infos.values()))
             if begin_direct_build(output, build_id, storage):
-                written = write(f"{output.rstrip('/')}/{build_id}")
+                folder = f"{output.rstrip('/')}/{build_id}"
+                written = write(folder)
                 if written != infos:
                     raise RuntimeError(f"shards: writing {build_id} gave other checksums than hashing it did "
                                        f"(the input is not deterministic); nothing was published")
+                check_written(folder, list(written.values()), storage)
         finally:
             ordered.unpersist()
         staging = None
