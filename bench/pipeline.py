@@ -6,9 +6,9 @@ In one run, on the same corpus (`bench/corpus.py`: real text, 1-20 KB, mean abou
 planted duplicates and PII), each `shardforge pipeline` a fresh process on local[2]:
 1. the baseline commit (before the stage engine) and this checkout, alternated `rounds`
    times, each into a fresh output: wall time of the whole command;
-2. this checkout killed (SIGKILL of the driver's process group) in the middle of dedup,
-   then the same command again: the rerun's wall time, against an uninterrupted run's and
-   the time of the stages it reused.
+2. in the same rounds, this checkout killed (SIGKILL of the driver's process group) in the
+   middle of dedup, then the same command again: the rerun's wall time, against the round's
+   uninterrupted run and the time of the stages it reused.
 Results: bench/results/pipeline.md and .json.
 """
 from __future__ import annotations
@@ -112,31 +112,39 @@ def main() -> int:
     cli = ["--conf", str(conf), "--input", str(corpus)]
     pythons = {"baseline": baseline_python(args.baseline), "current": sys.executable}
     times: dict[str, list[float]] = {"baseline": [], "current": []}
-    stages: dict[str, dict[str, float]] = {}
+    resumes: list[dict] = []
+    stages: dict[str, float] = {}
     load = [os.getloadavg()[0]]
     for r in range(args.rounds):
-        order = ["baseline", "current"] if r % 2 == 0 else ["current", "baseline"]
+        order = ["baseline", "current", "resume"] if r % 2 == 0 else ["resume", "current", "baseline"]
         for name in order:
-            out = work / f"{name}-{r}"
-            t = run(pythons[name], cli, out, work / f"{name}-{r}.log")
-            times[name].append(t)
-            if name == "current":
-                stages = stage_seconds(out)
-            print(f"round {r}: {name:<8} {t:7.1f} s  (load {os.getloadavg()[0]:.1f})", flush=True)
+            if name == "resume":     # killed in the middle of dedup, then the same command again
+                out = work / f"resumed-{r}"
+                killed = crash_in_dedup(pythons["current"], cli, out, work / f"killed-{r}.log")
+                rerun = run_keep(pythons["current"], cli, out, work / f"resumed-{r}.log")
+                report = json.loads((out / "report.json").read_text())
+                resumes.append({"killed_after": round(killed, 1), "rerun": round(rerun, 1),
+                                "resumed_from": report["resumed_from"],
+                                "reused": [s["name"] for s in report["stages"] if s["reused"]]})
+                print(f"round {r}: killed after {killed:.1f} s, rerun {rerun:7.1f} s  (load "
+                      f"{os.getloadavg()[0]:.1f})", flush=True)
+            else:
+                out = work / f"{name}-{r}"
+                t = run(pythons[name], cli, out, work / f"{name}-{r}.log")
+                times[name].append(t)
+                if name == "current":
+                    stages = stage_seconds(out)
+                print(f"round {r}: {name:<8} {t:7.1f} s  (load {os.getloadavg()[0]:.1f})", flush=True)
             load.append(os.getloadavg()[0])
-    killed_after = crash_in_dedup(pythons["current"], cli, work / "resumed", work / "killed.log")
-    rerun = run_keep(pythons["current"], cli, work / "resumed", work / "resumed.log")
-    report = json.loads((work / "resumed" / "report.json").read_text())
-    reused = [s["name"] for s in report["stages"] if s["reused"]]
-    reused_seconds = sum(stages[n] for n in reused)
-    load.append(os.getloadavg()[0])
+        resumes[-1]["uninterrupted"] = round(times["current"][-1], 1)
+        resumes[-1]["reused_seconds"] = round(sum(stages[n] for n in resumes[-1]["reused"]), 1)
+        resumes[-1]["saved"] = round(times["current"][-1] - resumes[-1]["rerun"], 1)
     med = {k: statistics.median(v) for k, v in times.items()}
     result = {
         "docs": args.docs, "corpus_mb": round(corpus.stat().st_size / 1e6, 1), "baseline": args.baseline,
         "times": times, "median": med, "ratio": round(med["current"] / med["baseline"], 3),
-        "stage_seconds": stages, "killed_after": round(killed_after, 1), "rerun": round(rerun, 1),
-        "resumed_from": report["resumed_from"], "reused": reused, "reused_seconds": round(reused_seconds, 1),
-        "saved": round(med["current"] - rerun, 1), "load": [round(x, 1) for x in load],
+        "ratios": [round(c / b, 3) for c, b in zip(times["current"], times["baseline"])],
+        "stage_seconds": stages, "resumes": resumes, "load": [round(x, 1) for x in load],
         "machine": f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}",
     }
     (args.out.with_suffix(".json")).write_text(json.dumps(result, indent=2))
@@ -161,26 +169,33 @@ def render(r: dict) -> str:
     rows = "\n".join(f"| {name} | " + " / ".join(f"{t:.1f}" for t in r["times"][name]) + f" | {r['median'][name]:.1f} |"
                      for name in ("baseline", "current"))
     st = ", ".join(f"{k} {v:.1f} s" for k, v in r["stage_seconds"].items())
+    res = "\n".join(f"| {i} | {x['killed_after']} | {x['rerun']} | {x['uninterrupted']} | {x['saved']} | "
+                    f"{', '.join(x['reused'])} | {x['reused_seconds']} | "
+                    f"{'yes' if x['saved'] >= x['reused_seconds'] else 'no'} |" for i, x in enumerate(r["resumes"]))
     return f"""## Whole pipeline: the stage engine's cost, and resume (`bench/pipeline.py`)
 
-Command: `.venv/bin/python bench/pipeline.py --docs {r['docs']} --baseline {r['baseline']}`; machine: {r['machine']},
-Spark local[2], driver memory 3g; corpus: {r['docs']:,} documents, {r['corpus_mb']} MB of JSONL (real text from this
-machine's source and doc files, 1-20 KB, mean about 6 KB; 10% planted near and 2% exact duplicates).
-Every figure is the wall time of a whole `shardforge pipeline` process (session start included), all in one run;
-load average during the run: {min(r['load'])}-{max(r['load'])}.
+Command: `.venv/bin/python bench/pipeline.py --docs {r['docs']} --baseline {r['baseline']} --rounds {len(r['resumes'])}`;
+machine: {r['machine']}, Spark local[2], driver memory 3g; corpus: {r['docs']:,} documents, {r['corpus_mb']} MB
+of JSONL (real text from this machine's source and doc files, 1-20 KB, mean about 6 KB; 10% planted near and 2%
+exact duplicates). Every figure is the wall time of a whole `shardforge pipeline` process (session start
+included); each round runs the baseline commit, this checkout, and this checkout killed and resumed, in
+alternating order; load average during the run: {min(r['load'])}-{max(r['load'])}.
 
-| version | wall time per run (s) | median (s) |
+| version | wall time per round (s) | median (s) |
 |---|---|---:|
 {rows}
 
-**This checkout / baseline ({r['baseline']}, before the stage engine): {r['ratio']:.3f}x** (the target is at most 1.15x).
+**This checkout / baseline ({r['baseline']}, before the stage engine): {r['ratio']:.3f}x** (median; per round
+{", ".join(f"{x:.3f}x" for x in r['ratios'])}; the target is at most 1.15x).
 
 Stage times of this checkout's last uninterrupted run: {st}.
 
-**Resume.** The same command killed (SIGKILL of the process group) {r['killed_after']} s in, in the middle of dedup,
-then run again: the rerun took **{r['rerun']} s**, against {r['median']['current']:.1f} s for an uninterrupted run,
-{r['saved']} s less. It resumed from `{r['resumed_from']}` and reused {', '.join(r['reused'])}, whose
-uninterrupted time was {r['reused_seconds']} s (the target: saved time ≥ reused stages' time).
+**Resume.** In each round the same command is killed (SIGKILL of the driver's process group) in the middle of
+dedup, then run again into the same output; compared with that round's uninterrupted run:
+
+| round | killed after (s) | rerun (s) | uninterrupted (s) | saved (s) | reused stages | their time uninterrupted (s) | saved >= reused |
+|---|---:|---:|---:|---:|---|---:|---|
+{res}
 """
 
 

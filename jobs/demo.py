@@ -5,7 +5,8 @@
 Starts a web server on 127.0.0.1 for the sample pages and images, writes their URL
 list, runs the pipeline (download, read, clean, redact, dedup, curate, shards),
 verifies the build, then starts two `torch.distributed` (gloo) processes that each
-read their rank's first batch with `ShardedDataset` and print what they got.
+read their rank's rows with `ShardedDataset` and their packed token sequences with
+`TokenDataset`, and print what they got.
 """
 from __future__ import annotations
 
@@ -27,7 +28,8 @@ class _Quiet(http.server.SimpleHTTPRequestHandler):
         pass
 
 
-DEMO_PORT = 8765  # fixed, so the URLs (and the ids derived from them) are the same every run
+DEMO_PORT = 8765
+SEQUENCE_LENGTH = 64   # tokens per packed training sequence the demo's loader reads (plus one for the targets)  # fixed, so the URLs (and the ids derived from them) are the same every run
 
 
 def serve(folder: Path, port: int = 0):
@@ -91,9 +93,18 @@ def read_rank(rank: int, world: int, shards: str, port: int, batch_size: int, qu
         for batch in loader:
             first = first or batch
             ids += list(batch["id"])
+        packed = {}
+        if "tokens" in ds.source.manifest.column_names:     # the demo's build is tokenized
+            from shardforge.loaders import TokenDataset
+
+            seqs = TokenDataset(shards, sequence_length=SEQUENCE_LENGTH, seed=0, batch_size=batch_size,
+                                batched=True)
+            shapes = [tuple(b.shape) for b in DataLoader(seqs, batch_size=None, num_workers=1)]
+            packed = {"sequence_batches": len(shapes), "first_shape": shapes[0] if shapes else None,
+                      "dtype": str(seqs.dtype), "sequences": seqs.num_samples()}
         dist.barrier()
         queue.put({"rank": rank, "samples": len(ids), "first_ids": list(first["id"][:3]) if first else [],
-                   "ids": ids})
+                   "ids": ids, "packed": packed})
     finally:
         dist.destroy_process_group()
 
@@ -167,6 +178,11 @@ def main(argv=None) -> int:
     ranks = run_loader(shards)
     for r in ranks:
         print(f"  rank {r['rank']}: {r['samples']} samples, first ids {r['first_ids']}")
+    for r in ranks:
+        p = r["packed"]
+        if p:
+            print(f"  rank {r['rank']}: {p['sequences']} packed sequences of {SEQUENCE_LENGTH}+1 tokens in "
+                  f"{p['sequence_batches']} batches of shape {p['first_shape']} ({p['dtype']})")
     seen = [i for r in ranks for i in r["ids"]]
     print(f"  ranks disjoint: {len(seen) == len(set(seen))}; report: {out / 'report.html'}")
     json.dump({"ranks": [{k: v for k, v in r.items() if k != 'ids'} for r in ranks]},

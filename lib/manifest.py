@@ -31,10 +31,16 @@ class ShardInfo:
     bytes: int
     sha256: str
     row_groups: tuple[int, ...]
+    # integer-list columns (token ids): the sum of the lists' lengths in each row group, so a
+    # reader finds a token offset without reading the shard (absent in older builds)
+    list_lengths: dict[str, tuple[int, ...]] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"index": self.index, "file": self.file, "rows": self.rows, "bytes": self.bytes,
-                "sha256": self.sha256, "row_groups": list(self.row_groups)}
+        out = {"index": self.index, "file": self.file, "rows": self.rows, "bytes": self.bytes,
+               "sha256": self.sha256, "row_groups": list(self.row_groups)}
+        if self.list_lengths:
+            out["list_lengths"] = {k: list(v) for k, v in sorted(self.list_lengths.items())}
+        return out
 
 
 @dataclass(frozen=True)
@@ -111,7 +117,9 @@ def parse(data: dict[str, Any], root: str, where: str = "manifest") -> Manifest:
     try:
         shards = tuple(ShardInfo(index=int(s["index"]), file=str(s["file"]), rows=int(s["rows"]),
                                  bytes=int(s["bytes"]), sha256=str(s["sha256"]),
-                                 row_groups=tuple(int(r) for r in s["row_groups"]))
+                                 row_groups=tuple(int(r) for r in s["row_groups"]),
+                                 list_lengths={str(k): tuple(int(n) for n in v)
+                                               for k, v in (s.get("list_lengths") or {}).items()})
                        for s in data["shards"])
         m = Manifest(root=root, build_id=str(data["build_id"]), key=str(data["key"]),
                      hash=str(data["hash"]), num_shards=int(data["num_shards"]),

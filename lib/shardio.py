@@ -152,6 +152,9 @@ class ShardWriter:
         self._pending_rows = 0
         self.rows = 0
         self.groups: list[int] = []
+        self._lists = [f.name for f in schema if (pa.types.is_list(f.type) or pa.types.is_large_list(f.type))
+                       and pa.types.is_integer(f.type.value_type)]
+        self.list_lengths: dict[str, list[int]] = {name: [] for name in self._lists}
 
     def write(self, table: pa.Table) -> None:
         """Append rows (in order); full row groups are written out at once."""
@@ -174,6 +177,9 @@ class ShardWriter:
         self._writer.write_table(group, row_group_size=self.settings.row_group_rows)
         self.rows += group.num_rows
         self.groups.append(group.num_rows)
+        for name in self._lists:
+            col = group.column(name).chunk(0)
+            self.list_lengths[name].append(int(col.offsets[-1].as_py() - col.offsets[0].as_py()))
 
     def close(self) -> ShardInfo:
         """Write the last row group, close the file and move it to its final name."""
@@ -184,7 +190,8 @@ class ShardWriter:
         if self._fs is not None and self._tmp_in_fs != self._final_in_fs:
             self._fs.move(self._tmp_in_fs, self._final_in_fs)
         return ShardInfo(index=self.index, file=self.name, rows=self.rows, bytes=self._sink.size,
-                         sha256=self._sink.sha.hexdigest(), row_groups=tuple(self.groups))
+                         sha256=self._sink.sha.hexdigest(), row_groups=tuple(self.groups),
+                         list_lengths={k: tuple(v) for k, v in self.list_lengths.items()})
 
     def abort(self) -> None:
         """Give up on this shard: close what is open and delete the temporary file."""

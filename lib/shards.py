@@ -38,7 +38,7 @@ from .storage import StorageOptions, is_object_store, qualify
 
 log = logging.getLogger("shardforge.shards")
 
-_STATS = "shard int, rows long, bytes long, sha256 string, row_groups string"
+_STATS = "shard int, rows long, bytes long, sha256 string, row_groups string, list_lengths string"
 _SIZE_TYPES = ("string", "binary")
 
 
@@ -116,7 +116,8 @@ def _writer(staging: str | None, num_shards: int, schema: pa.Schema, settings: W
         return pa.RecordBatch.from_pydict(
             {"shard": pa.array([info.index], pa.int32()), "rows": pa.array([info.rows], pa.int64()),
              "bytes": pa.array([info.bytes], pa.int64()), "sha256": [info.sha256],
-             "row_groups": [json.dumps(list(info.row_groups))]})
+             "row_groups": [json.dumps(list(info.row_groups))],
+             "list_lengths": [json.dumps({k: list(v) for k, v in sorted(info.list_lengths.items())})]})
 
     def write_partition(batches):  # no annotations: pyspark infers the UDF kind from them
         writer, done = None, set()
@@ -174,7 +175,8 @@ def build_shards(df: DataFrame, output: str, cfg: ShardsSection, *, source: dict
         stats = ordered.mapInArrow(_writer(folder, num_shards, schema, settings, storage), _STATS).collect()
         infos = {r["shard"]: ShardInfo(index=r["shard"], file=shard_name(r["shard"], num_shards), rows=r["rows"],
                                        bytes=r["bytes"], sha256=r["sha256"],
-                                       row_groups=tuple(json.loads(r["row_groups"])))
+                                       row_groups=tuple(json.loads(r["row_groups"])),
+                                       list_lengths={k: tuple(v) for k, v in json.loads(r["list_lengths"]).items()})
                  for r in stats}
         if len(infos) != len(stats):
             raise RuntimeError("shards: a shard was written twice; refusing to publish")

@@ -7,13 +7,20 @@ calls inside each worker.
 """
 from __future__ import annotations
 
+import warnings
 from typing import Any, Callable, Iterator
 
+import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
 from .convert import table_to_batch, table_to_samples
-from .reader import ShardReader, env_rank_world
+from .reader import WINDOW_BYTES, ShardReader, env_rank_world
+from .ship import available as can_ship, ship, ship_array
 from .source import LoaderError
+from .mixture import MixtureReader
+from .tokens import SequenceReader
+
+SAMPLE_CHUNK = 4096   # rows read at a time in per-sample mode when no batch size is given
 
 
 def default_rank_world() -> tuple[int, int]:
@@ -26,33 +33,15 @@ def default_rank_world() -> tuple[int, int]:
     return env_rank_world()
 
 
-class ShardedDataset(ShardReader, IterableDataset):
-    """Rank `rank` of `world_size`'s part of a shard build, split over DataLoader workers.
+class _Torch:
+    """What torch adds to a reader: rank and world size from torch.distributed, batch
+    size, the DataLoader worker split, and the Stateful protocol inside workers."""
 
-    Two modes:
-    * `batch_size=B, batched=True`: yields collated batches of B samples made straight
-      from Arrow; use `DataLoader(ds, batch_size=None, num_workers=K, collate_fn=no_collate)`.
-    * `batched=False` (default): yields one sample dict at a time; use
-      `DataLoader(ds, batch_size=B, num_workers=K, collate_fn=collate)` and pass the same
-      `batch_size=B` here when K > 0 (it is how the dataset deals the rank's samples to
-      workers in the order the DataLoader collects them).
-
-    Every rank yields the same number of samples per pass (`num_samples()`; `len()` counts
-    the items, batches in batch mode), so DDP ranks take the same number of steps. `transform` is applied to each sample (per-sample
-    mode) or to each collated batch (batch mode). See loaders/README.md for the
-    state fields and the resume recipes.
-    """
-
-    def __init__(self, path, *, rank: int | None = None, world_size: int | None = None, seed: int = 0,
-                 shuffle: bool = True, window: int = 32, policy: str = "drop", columns=None,
-                 batch_size: int | None = None, batched: bool = False,
-                 transform: Callable[[Any], Any] | None = None, verify: bool = False, epoch: int = 0):
+    def _torch_setup(self, batch_size, batched: bool, transform) -> None:
         if batched and not batch_size:
             raise LoaderError("batched=True needs batch_size")
         if batch_size is not None and int(batch_size) < 1:
             raise LoaderError(f"batch_size must be >= 1, got {batch_size}")
-        super().__init__(path, rank=rank, world_size=world_size, seed=seed, shuffle=shuffle,
-                         window=window, policy=policy, columns=columns, verify=verify, epoch=epoch)
         self.batch_size = int(batch_size) if batch_size else None
         self.batched = bool(batched)
         self.transform = transform
@@ -60,6 +49,9 @@ class ShardedDataset(ShardReader, IterableDataset):
     @staticmethod
     def _default_rank_world() -> tuple[int, int]:
         return default_rank_world()
+
+    def _pass_chunk(self) -> int:
+        return self.batch_size or SAMPLE_CHUNK
 
     def __len__(self) -> int:
         """Items this rank yields in the current pass: batches in batch mode, else samples
@@ -71,22 +63,24 @@ class ShardedDataset(ShardReader, IterableDataset):
         info = get_worker_info()
         return (0, 1) if info is None else (info.id, info.num_workers)
 
-    def __iter__(self) -> Iterator[Any]:
+    def _worker_tables(self):
+        """This worker's chunks of the rank's pass (checks the worker settings first)."""
         worker, num_workers = self._worker_slot()
         if num_workers > 1 and not self.batch_size:
             raise LoaderError("with DataLoader workers, pass batch_size= (the DataLoader's batch size) "
                               "so the rank's samples are dealt to workers in the order it collects them")
-        chunk = self.batch_size or 4096
-        tables = self.iter_tables(chunk, worker, num_workers)
-        if self.batched:
-            for table in tables:
-                batch = table_to_batch(table)
-                yield self.transform(batch) if self.transform else batch
-            return
-        # per-sample: count samples as they are handed out, not whole chunks
-        for table in tables:
-            self._yielded -= table.num_rows
-            for sample in table_to_samples(table):
+        if num_workers > 1 and worker == 0 and self.lanes % num_workers:
+            warnings.warn(f"{type(self).__name__}(lanes={self.lanes}) read by {num_workers} DataLoader "
+                          "workers: workers share lanes, so each decodes row groups another also decodes; "
+                          f"lanes={num_workers} (or a multiple) reads disjoint row groups "
+                          "(see loaders/README.md)", stacklevel=3)
+        return self.iter_tables(self._pass_chunk(), worker, num_workers)
+
+    def _per_sample(self, chunks, split) -> Iterator[Any]:
+        """Per-sample mode: count samples as they are handed out, not whole chunks."""
+        for chunk in chunks:
+            self._yielded -= len(chunk)
+            for sample in split(chunk):
                 self._yielded += 1
                 yield self.transform(sample) if self.transform else sample
 
@@ -96,8 +90,121 @@ class ShardedDataset(ShardReader, IterableDataset):
         info = get_worker_info()
         if info is None or consumed is not None:
             return super().state_dict(consumed)
-        chunk = self.batch_size or 4096
         return self._base(consumed=self._offset,
-                          worker={"id": info.id, "num_workers": info.num_workers, "chunk": chunk,
+                          worker={"id": info.id, "num_workers": info.num_workers, "chunk": self._pass_chunk(),
                                   "yielded": self._yielded})
 
+
+class ShardedDataset(_Torch, ShardReader, IterableDataset):
+    """Rank `rank` of `world_size`'s part of a shard build, split over DataLoader workers.
+
+    Two modes:
+    * `batch_size=B, batched=True`: yields collated batches of B samples made straight
+      from Arrow; use `DataLoader(ds, batch_size=None, num_workers=K, collate_fn=no_collate)`.
+    * `batched=False` (default): yields one sample dict at a time; use
+      `DataLoader(ds, batch_size=B, num_workers=K, collate_fn=collate)` and pass the same
+      `batch_size=B` here when K > 0 (it is how the dataset deals the rank's samples to
+      workers in the order the DataLoader collects them).
+
+    Every rank yields the same number of samples per pass (`num_samples()`; `len()` counts
+    the items, batches in batch mode), so DDP ranks take the same number of steps.
+    `transform` is applied to each sample (per-sample mode) or to each collated batch
+    (batch mode). A rank's sequence does not depend on the DataLoader's worker count;
+    with `lanes` a multiple of it, no two workers decode the same row groups. See
+    loaders/README.md for the state fields and the resume recipes. Packed token
+    sequences: `TokenDataset`; weighted mixtures of builds: `MixedDataset`.
+    """
+
+    def __init__(self, path, *, rank: int | None = None, world_size: int | None = None, seed: int = 0,
+                 shuffle: bool = True, window_bytes: int | None = WINDOW_BYTES, window: int | None = None,
+                 lanes: int = 1, policy: str = "drop", columns=None, batch_size: int | None = None,
+                 batched: bool = False, transform: Callable[[Any], Any] | None = None,
+                 verify: bool = False, epoch: int = 0):
+        self._torch_setup(batch_size, batched, transform)
+        super().__init__(path, rank=rank, world_size=world_size, seed=seed, shuffle=shuffle,
+                         window_bytes=window_bytes, window=window, lanes=lanes, policy=policy,
+                         columns=columns, verify=verify, epoch=epoch)
+
+    def __iter__(self) -> Iterator[Any]:
+        tables = self._worker_tables()
+        if self.batched:
+            if get_worker_info() is not None and self.transform is None and can_ship():
+                for table in tables:   # one shared-memory buffer per batch; text decoded by the trainer
+                    yield ship(table)
+                return
+            for table in tables:
+                batch = table_to_batch(table)
+                yield self.transform(batch) if self.transform else batch
+            return
+        yield from self._per_sample(tables, table_to_samples)
+
+
+class TokenDataset(_Torch, SequenceReader, IterableDataset):
+    """Packed token sequences of a shard build (see `shardforge.loaders.tokens`): each
+    sample is a tensor of `sequence_length + 1` token ids (inputs `x[:-1]`, targets
+    `x[1:]`), in the token column's integer type (`.long()` it for an embedding).
+
+    `batched=True`: yields (batch_size, sequence_length + 1) tensors; use
+    `DataLoader(ds, batch_size=None, num_workers=K)`. Else one sequence at a time; use
+    `DataLoader(ds, batch_size=B, num_workers=K)` and pass `batch_size=B` here when K > 0.
+    Ranks, workers, lanes, `policy` and the state work as in ShardedDataset, on sequences.
+    """
+
+    def __init__(self, path, *, sequence_length: int, token_column: str = "tokens", eos_id: int | None = None,
+                 rank: int | None = None, world_size: int | None = None, seed: int = 0, shuffle: bool = True,
+                 window_bytes: int | None = WINDOW_BYTES, window: int | None = None, lanes: int = 1,
+                 policy: str = "drop", batch_size: int | None = None, batched: bool = False,
+                 transform: Callable[[Any], Any] | None = None, verify: bool = False, epoch: int = 0):
+        self._torch_setup(batch_size, batched, transform)
+        super().__init__(path, sequence_length=sequence_length, token_column=token_column, eos_id=eos_id,
+                         rank=rank, world_size=world_size, seed=seed, shuffle=shuffle, window_bytes=window_bytes,
+                         window=window, lanes=lanes, policy=policy, verify=verify, epoch=epoch)
+
+    def __iter__(self) -> Iterator[Any]:
+        chunks = self._worker_tables()
+        if self.batched:
+            if get_worker_info() is not None and self.transform is None and can_ship():
+                for chunk in chunks:   # one reused shared-memory segment per worker, not a new one per batch
+                    yield ship_array(chunk)
+                return
+            for chunk in chunks:
+                batch = torch.from_numpy(chunk)
+                yield self.transform(batch) if self.transform else batch
+            return
+        yield from self._per_sample(chunks, lambda chunk: list(torch.from_numpy(chunk)))
+
+
+class MixedDataset(_Torch, MixtureReader, IterableDataset):
+    """A weighted mixture of builds (see `shardforge.loaders.mixture`), as one dataset with
+    one state: `MixedDataset([(path_a, 0.7), (path_b, 0.3)], seed=0, ...)`.
+
+    Row modes (default): samples are dicts of the sources' common columns, per sample or
+    `batched=True` collated, as ShardedDataset yields them. With `sequence_length`: packed
+    token sequences of every source, as TokenDataset yields them. Ranks, workers, lanes,
+    `policy` and the state work as in ShardedDataset, on the mixture's positions.
+    """
+
+    def __init__(self, sources, *, seed: int = 0, shuffle: bool = True, window_bytes: int | None = WINDOW_BYTES,
+                 window: int | None = None, lanes: int = 1, policy: str = "drop", columns=None,
+                 sequence_length: int | None = None, token_column: str = "tokens", eos_id: int | None = None,
+                 samples_per_epoch: int | None = None, rank: int | None = None, world_size: int | None = None,
+                 batch_size: int | None = None, batched: bool = False, transform: Callable[[Any], Any] | None = None,
+                 verify: bool = False, epoch: int = 0):
+        self._torch_setup(batch_size, batched, transform)
+        super().__init__(sources, seed=seed, shuffle=shuffle, window_bytes=window_bytes, window=window, lanes=lanes,
+                         policy=policy, columns=columns, sequence_length=sequence_length, token_column=token_column,
+                         eos_id=eos_id, samples_per_epoch=samples_per_epoch, rank=rank, world_size=world_size,
+                         verify=verify, epoch=epoch)
+
+    def __iter__(self) -> Iterator[Any]:
+        chunks = self._worker_tables()
+        if self._sequence:
+            to_batch, split = torch.from_numpy, (lambda chunk: list(torch.from_numpy(chunk)))
+        else:
+            to_batch, split = table_to_batch, table_to_samples
+        if self.batched:
+            for chunk in chunks:
+                batch = to_batch(chunk)
+                yield self.transform(batch) if self.transform else batch
+            return
+        yield from self._per_sample(chunks, split)

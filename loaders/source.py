@@ -2,11 +2,15 @@
 
 Pure pyarrow (fsspec only for non-local URLs); no torch, no Spark. A `Source` is
 cheap to pickle (DataLoader workers get a copy) and opens files lazily in the
-process that reads them.
+process that reads them. At construction it reads every shard's Parquet footer
+(one small read per shard) for the decoded size of each row group, which sizes the
+loader's windows; a footer whose row groups differ from the manifest's is an error.
 """
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
+from concurrent.futures import ThreadPoolExecutor
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -26,6 +30,30 @@ def _is_remote(path: str) -> bool:
 
 def _local(path: str) -> str:
     return path[len("file://"):] if path.startswith("file://") else path
+
+
+_WIDTH = {"BOOLEAN": 1, "INT32": 4, "FLOAT": 4, "INT64": 8, "DOUBLE": 8, "INT96": 12, "BYTE_ARRAY": 4}
+
+
+def decoded_sizes(metadata: pq.FileMetaData) -> list[int]:
+    """Estimated bytes of each row group once decoded to Arrow, all columns: per column
+    chunk the larger of its uncompressed Parquet size and values x value width (a
+    dictionary-encoded column is smaller in Parquet than in memory), plus 4 bytes per
+    row and nesting level for list offsets. Within a few per cent of Arrow's `nbytes`
+    for numbers, token lists and text; low-cardinality dictionary strings are
+    underestimated."""
+    schema = metadata.schema
+    out = []
+    for g in range(metadata.num_row_groups):
+        rg = metadata.row_group(g)
+        total = 0
+        for i in range(rg.num_columns):
+            c, leaf = rg.column(i), schema.column(i)
+            width = leaf.length if c.physical_type == "FIXED_LEN_BYTE_ARRAY" else _WIDTH.get(c.physical_type, 8)
+            total += max(c.total_uncompressed_size, c.num_values * width)
+            total += rg.num_rows * 4 * leaf.max_repetition_level
+        out.append(int(total))
+    return out
 
 
 class Source:
@@ -52,8 +80,6 @@ class Source:
                                   f"it has {names}")
         self.verify = bool(verify)
         self.max_open = max_open
-        self.blocks = block_table([(s.index, g, n) for s in self.manifest.shards
-                                   for g, n in enumerate(s.row_groups) if n > 0])
         if not _is_remote(self.manifest.root):
             import os
 
@@ -62,8 +88,42 @@ class Source:
                 if not os.path.exists(p):
                     raise ManifestError(f"shard {s.index} is missing: {p} (listed in the manifest "
                                         f"of {self.path})")
-        self._open: OrderedDict[int, pq.ParquetFile] = OrderedDict()
+        self._local = threading.local()       # each thread its own file handles
         self._verified: set[int] = set()
+        self._unreadable: dict[int, str] = {}
+        self.blocks = self._block_table()
+
+    def _block_table(self):
+        """(shard, group, rows, decoded bytes) of every non-empty row group, manifest order."""
+        shards = [s for s in self.manifest.shards if s.rows > 0]
+        with ThreadPoolExecutor(max_workers=min(16, max(1, len(shards)))) as pool:
+            sizes = list(pool.map(self._sizes, shards))
+        return block_table([(s.index, g, n, b) for s, sz in zip(shards, sizes)
+                            for g, (n, b) in enumerate(zip(s.row_groups, sz)) if n > 0])
+
+    def _sizes(self, shard) -> list[int]:
+        """Decoded sizes of a shard's row groups. A footer that cannot be read gives sizes
+        of 0 here and its error when the shard is first read (after the checksum check,
+        with verify=True), as any other damage inside a shard does."""
+        path = self.manifest.path_of(shard)
+        try:
+            if _is_remote(path):
+                import fsspec
+
+                with fsspec.open(path, "rb") as fh:
+                    md = pq.read_metadata(fh)
+            else:
+                md = pq.read_metadata(_local(path))
+        except FileNotFoundError:
+            raise ManifestError(f"shard {shard.index} is missing: {path}") from None
+        except (OSError, ValueError) as exc:   # pyarrow's errors, and undecodable metadata
+            self._unreadable[shard.index] = f"shard {shard.index} ({path}) is not a readable Parquet file: {exc}"
+            return [0] * len(shard.row_groups)
+        groups = [md.row_group(g).num_rows for g in range(md.num_row_groups)]
+        if groups != list(shard.row_groups):
+            raise ManifestError(f"shard {shard.index} ({path}) has row groups of {groups} rows; the "
+                                f"manifest says {list(shard.row_groups)}")
+        return decoded_sizes(md)
 
     @property
     def fingerprint(self) -> str:
@@ -75,7 +135,7 @@ class Source:
 
     def __getstate__(self):
         state = dict(self.__dict__)
-        state["_open"] = OrderedDict()  # file handles stay in the process that opened them
+        state["_local"] = None   # file handles stay in the process (and thread) that opened them
         return state
 
     def _check(self, index: int, path: str) -> None:
@@ -90,14 +150,22 @@ class Source:
         self._verified.add(index)
 
     def file(self, index: int) -> pq.ParquetFile:
-        """The open ParquetFile of shard `index` (a small LRU of handles per process)."""
-        pf = self._open.get(index)
+        """The open ParquetFile of shard `index` (a small LRU of handles per thread: a
+        ParquetFile must not decode in two threads at once)."""
+        if self._local is None:
+            self._local = threading.local()
+        handles = getattr(self._local, "open", None)
+        if handles is None:
+            handles = self._local.open = OrderedDict()
+        pf = handles.get(index)
         if pf is not None:
-            self._open.move_to_end(index)
+            handles.move_to_end(index)
             return pf
         path = self.manifest.path_of(self.manifest.shards[index])
         if self.verify and index not in self._verified:
             self._check(index, path)
+        if index in self._unreadable:
+            raise ManifestError(self._unreadable[index])
         try:
             if _is_remote(path):
                 import fsspec
@@ -107,17 +175,12 @@ class Source:
                 pf = pq.ParquetFile(_local(path))
         except FileNotFoundError:
             raise ManifestError(f"shard {index} is missing: {path}") from None
-        self._open[index] = pf
-        if len(self._open) > self.max_open:
-            self._open.popitem(last=False)
+        handles[index] = pf
+        if len(handles) > self.max_open:
+            handles.popitem(last=False)
         return pf
 
-    def read(self, block: Block) -> pa.Table:
-        return self.file(block.shard).read_row_group(block.group, columns=self.columns)
-
-    def read_many(self, blocks: list[Block]) -> pa.Table:
-        """The blocks' rows concatenated, in order, as one contiguous table."""
-        tables = [self.read(b) for b in blocks]
-        if len(tables) == 1:
-            return tables[0]
-        return pa.concat_tables(tables).combine_chunks()
+    def read(self, block: Block, *, threads: bool = True) -> pa.Table:
+        """One row group, projected, each column in one chunk; `threads`: decode its
+        columns on pyarrow's thread pool (worth it only when no other process reads)."""
+        return self.file(block.shard).read_row_group(block.group, columns=self.columns, use_threads=threads)

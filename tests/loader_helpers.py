@@ -1,8 +1,10 @@
-"""Shared helpers for the loader tests: small shard builds of chosen sizes, and
-"run to the end" / "checkpoint at k and resume" drivers over real DataLoaders."""
+"""Shared helpers for the loader tests: small shard builds of chosen sizes, a log of the row
+groups decoded, and "run to the end" / "checkpoint at k and resume" drivers over real
+DataLoaders."""
 from __future__ import annotations
 
 import pyarrow as pa
+import pytest
 
 from shardforge.shardio import WriterSettings, write_build
 
@@ -25,6 +27,40 @@ def make_build(root, sizes: list[int], *, row_group_rows: int = 8, tokens: bool 
     """Write a build with shards of `sizes` rows (0 allowed) and return its manifest."""
     return write_build(str(root), shard_tables(sizes, tokens=tokens),
                        settings=WriterSettings(row_group_rows=row_group_rows))
+
+
+def build_fixture(sizes: list[int], *, row_group_rows: int):
+    """A module-scoped fixture: the path of a build with shards of `sizes` rows."""
+    @pytest.fixture(scope="module")
+    def build(tmp_path_factory):
+        root = tmp_path_factory.mktemp("build")
+        make_build(root, sizes, row_group_rows=row_group_rows)
+        return str(root)
+
+    return build
+
+
+def factory(build, **kw):
+    """A maker of fresh datasets over `build` (windows of 3 row groups unless told)."""
+    from shardforge.loaders import ShardedDataset
+
+    return lambda: ShardedDataset(build, **{"window": 3, **kw})
+
+
+def log_reads(monkeypatch) -> list:
+    """The (shard, group) of every row group decoded from now on, in order (wraps
+    Source.read for the test's duration)."""
+    from shardforge.loaders.source import Source
+
+    log: list = []
+    orig = Source.read
+
+    def counted(self, block, **kw):
+        log.append((block.shard, block.group))
+        return orig(self, block, **kw)
+
+    monkeypatch.setattr(Source, "read", counted)
+    return log
 
 
 def batch_ids(batch) -> list[int]:

@@ -9,22 +9,12 @@ from collections import Counter
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as stg
 
-from loader_helpers import make_build, run_with_stops
+from loader_helpers import build_fixture, factory, run_with_stops
 from shardforge.loaders import ShardedDataset, ShardReader, assignment as A, state as st
 
 SIZES = [23, 0, 9, 14, 1, 30]
 TOTAL = sum(SIZES)
-
-
-@pytest.fixture(scope="module")
-def build(tmp_path_factory):
-    root = tmp_path_factory.mktemp("build")
-    make_build(root, SIZES, row_group_rows=4)
-    return str(root)
-
-
-def factory(build, **kw):
-    return lambda: ShardedDataset(build, window=3, **kw)
+build = build_fixture(SIZES, row_group_rows=4)
 
 
 @stg.composite

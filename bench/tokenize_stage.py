@@ -1,7 +1,7 @@
 """The tokenize stage against its limit: the `tokenizers` library's own batch encoding of the
 same texts, outside Spark, on one core.
 
-    .venv/bin/python bench/tokenize.py [--docs 20000] [--vocab 32000] [--rounds 3]
+    .venv/bin/python bench/tokenize_stage.py [--docs 20000] [--vocab 32000] [--rounds 3]
 
 Corpus: `bench/corpus.py` (real text, mean about 6 KB). Tokenizer: byte-level BPE trained on
 the corpus's first 2,000 documents (`shardforge.tokenize.train_bpe`), made once. In one run,
@@ -73,9 +73,9 @@ def main() -> int:
         print(f"limit {limit[-1]:,.0f} docs/s/core, stage {stage[-1]:,.0f} docs/s/core "
               f"(load {os.getloadavg()[0]:.1f})", flush=True)
     lm, sm = statistics.median(limit), statistics.median(stage)
-    text = f"""## Tokenize stage (`bench/tokenize.py`)
+    text = f"""## Tokenize stage (`bench/tokenize_stage.py`)
 
-Command: `.venv/bin/python bench/tokenize.py --docs {args.docs} --vocab {args.vocab} --rounds {args.rounds}`;
+Command: `.venv/bin/python bench/tokenize_stage.py --docs {args.docs} --vocab {args.vocab} --rounds {args.rounds}`;
 machine: {os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}, tokenizers
 {__import__('tokenizers').__version__}, Spark local[2]. Corpus: {args.docs:,} documents of real text (mean
 {sum(map(len, texts)) / len(texts) / 1000:.1f} K characters), {tokens:,} tokens with a {info.vocab_size:,}-id byte-level

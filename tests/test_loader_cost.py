@@ -1,0 +1,160 @@
+"""What reading costs, counted rather than timed: the row groups a resume decodes before its
+first batch (the same at 1% and at 90% of an epoch, at most one window), the decoded rows a
+reader holds (two windows per lane, the next one decoded ahead, within `window_bytes`), and
+the size estimate that sizes windows."""
+from __future__ import annotations
+
+import json
+import weakref
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from loader_helpers import build_fixture, log_reads, make_build
+from shardforge.loaders import ShardedDataset, ShardReader
+from shardforge.loaders.source import Source, decoded_sizes
+from shardforge.shardio import WriterSettings, write_build
+
+GROUP = 8                     # rows per row group
+SIZES = [GROUP * 10] * 6      # 60 row groups of 8 rows, all the same size
+TOTAL = sum(SIZES)
+WINDOW = 4                    # row groups per window (the cap, so windows are exactly 4)
+
+
+build = build_fixture(SIZES, row_group_rows=GROUP)
+
+
+@pytest.fixture
+def decoded(monkeypatch):
+    """The (shard, group) of every row group decoded while the test runs, in order."""
+    return log_reads(monkeypatch)
+
+
+@pytest.mark.parametrize("lanes,batched", [(1, True), (1, False), (2, True)])
+def test_resume_decodes_one_window_wherever_it_resumes(build, decoded, lanes, batched):
+    kw = dict(rank=0, world_size=1, seed=3, window=WINDOW, lanes=lanes, batch_size=16, batched=batched)
+    counts = []
+    for frac in (0.01, 0.9):
+        saver = ShardedDataset(build, **kw)
+        state = json.loads(json.dumps(saver.state_dict(consumed=int(TOTAL * frac) // 16 * 16)))
+        ds = ShardedDataset(build, **kw)
+        del decoded[:]
+        ds.load_state_dict(state)
+        next(iter(ds))
+        counts.append(len(decoded))
+    assert counts[0] == counts[1] <= WINDOW
+
+
+def test_a_fresh_epoch_also_decodes_one_window(build, decoded):
+    ds = ShardedDataset(build, rank=0, world_size=1, seed=3, window=WINDOW, batch_size=16, batched=True)
+    next(iter(ds))
+    assert len(decoded) == WINDOW
+
+
+def test_an_epoch_decodes_each_row_group_once_per_lane_boundary(build, decoded):
+    for lanes in (1, 3):
+        del decoded[:]
+        ds = ShardedDataset(build, rank=0, world_size=1, seed=3, window=WINDOW, lanes=lanes, batch_size=16,
+                            batched=True)
+        assert sum(len(b["id"]) for b in ds) == TOTAL
+        assert len(set(decoded)) == TOTAL // GROUP
+        assert len(decoded) <= TOTAL // GROUP + (lanes - 1) * WINDOW   # a window cut by a lane boundary
+
+
+def test_a_reader_holds_two_windows_per_lane(build, monkeypatch):
+    """Every decoded row group is tracked while alive: at no decode does the reader hold
+    more than two windows per lane (the one it reads and the next, decoded ahead)."""
+    live: list = []
+    most = [0]
+    orig = Source.read
+
+    def tracked(self, block, **kw):
+        table = orig(self, block, **kw)
+        live[:] = [r for r in live if r() is not None] + [weakref.ref(table)]
+        most[0] = max(most[0], len(live))
+        return table
+
+    monkeypatch.setattr(Source, "read", tracked)
+    for lanes in (1, 2):
+        most[0] = 0
+        ds = ShardedDataset(build, rank=0, world_size=1, seed=3, window=WINDOW, lanes=lanes, batch_size=16,
+                            batched=True)
+        for _ in ds:
+            pass
+        assert most[0] <= 2 * lanes * WINDOW
+
+
+def test_windows_stay_within_window_bytes(tmp_path):
+    """Rows of very different sizes: windows sized in bytes hold about the same decoded
+    bytes (never more than half of window_bytes, the other half being for the next window,
+    unless one row group alone is bigger)."""
+    rng = np.random.default_rng(0)
+    tables = []
+    for s, width in enumerate((16, 256, 2048)):
+        n = 64
+        toks = rng.integers(0, 30000, size=n * width, dtype=np.int32)
+        tables.append(pa.table({"id": pa.array(np.arange(n) + s * 1000, pa.int64()),
+                                "tokens": pa.ListArray.from_arrays(np.arange(0, n * width + 1, width,
+                                                                             dtype=np.int32), toks)}))
+    write_build(str(tmp_path), tables, settings=WriterSettings(row_group_rows=8))
+    budget = 40_000
+    r = ShardReader(str(tmp_path), rank=0, world_size=1, seed=1, window_bytes=budget)
+    order = r.order()
+    for w in range(order.num_windows):
+        blocks = order.window_blocks(w)
+        held = sum(r.source.read(b).nbytes for b in blocks)
+        assert held <= budget / 2 * 1.05 or len(blocks) == 1
+    assert order.num_windows < len(r.source.blocks)          # small row groups do share windows
+
+
+def test_decoded_size_estimate_is_close_to_arrow(tmp_path):
+    rng = np.random.default_rng(1)
+    n = 256
+    words = np.array(["alpha", "béta", "gamma", "δelta", "epsilon"])
+    t = pa.table({"id": pa.array(np.arange(n), pa.int64()),
+                  "score": pa.array(rng.random(n), pa.float32()),
+                  "tokens": pa.ListArray.from_arrays(np.arange(0, n * 300 + 1, 300, dtype=np.int32),
+                                                     rng.integers(0, 500, n * 300, dtype=np.int32)),
+                  "text": pa.array([" ".join(rng.choice(words, 200)) for _ in range(n)])})
+    m = write_build(str(tmp_path), [t], settings=WriterSettings(row_group_rows=64))
+    pf = pq.ParquetFile(m.path_of(m.shards[0]))
+    for g, est in enumerate(decoded_sizes(pf.metadata)):
+        actual = pf.read_row_group(g).nbytes
+        assert 0.9 * actual <= est <= 1.1 * actual, (g, est, actual)
+
+
+def test_dropping_a_read_ahead_that_never_started():
+    """A read-ahead still queued when its lane ends is cancelled without an error."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    from shardforge.loaders.windows import _drop
+
+    gate = threading.Event()
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        busy = pool.submit(gate.wait, 30)
+        queued = pool.submit(lambda: 1)
+        try:
+            _drop(queued)
+            assert queued.cancelled()
+        finally:
+            gate.set()
+        _drop(busy)                     # running: waited for
+        assert busy.done()
+
+
+def test_row_groups_of_one_shard_decode_side_by_side(tmp_path):
+    """Threads reading row groups of the same shard at once get what one thread gets."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from shardforge.loaders.order import Block
+
+    make_build(tmp_path, [400], row_group_rows=8)
+    src = Source(str(tmp_path))
+    blocks = [Block(0, g, 8) for g in range(50)] * 8
+    alone = [src.read(b, threads=False) for b in blocks[:50]]
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        together = list(pool.map(lambda b: src.read(b, threads=False), blocks))
+    assert all(t.equals(alone[i % 50]) for i, t in enumerate(together))

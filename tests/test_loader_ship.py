@@ -1,0 +1,144 @@
+"""Worker batches through a reused shared-memory segment: what the training process unpickles
+equals the batch made in-process, segments are handed back and reused, nothing is left in
+/dev/shm, and torch's default collate for batch_size=None passes shipments through."""
+from __future__ import annotations
+
+import copy
+import io
+import os
+import pickle
+from collections.abc import Mapping
+
+import numpy as np
+import pyarrow as pa
+import pytest
+import torch
+from torch.utils.data import DataLoader, IterableDataset, get_worker_info
+
+from shardforge.loaders import ship as S
+
+pytestmark = pytest.mark.skipif(not S.available(), reason="needs a writable /dev/shm")
+
+
+def table(n: int = 6, seed: int = 0) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    return pa.table({
+        "id": pa.array(np.arange(n) + 100 * seed, pa.int64()),
+        "score": pa.array(rng.random(n), pa.float32()),
+        "tokens": pa.array([[i, i + 1, i + 2] for i in range(n)], pa.list_(pa.int32())),
+        "ragged": pa.array([list(range(i % 4)) for i in range(n)], pa.list_(pa.int64())),
+        "text": pa.array([f"döc {i} " * (i + 1) for i in range(n)]),
+        "blob": pa.array([bytes([i]) * i for i in range(n)], pa.binary()),
+        "maybe": pa.array([None if i % 2 else i for i in range(n)], pa.int32()),
+        "flag": pa.array([i % 3 == 0 for i in range(n)]),
+    })
+
+
+def expected(t: pa.Table) -> dict:
+    """The batch as plain Python, straight from Arrow."""
+    return {name: t.column(name).to_pylist() for name in t.column_names}
+
+
+def as_python(batch: dict) -> dict:
+    out = {}
+    for k, v in batch.items():
+        if isinstance(v, torch.Tensor):
+            out[k] = v.tolist()
+        elif isinstance(v, list) and v and isinstance(v[0], torch.Tensor):
+            out[k] = [x.tolist() for x in v]
+        else:
+            out[k] = list(v)
+    return out
+
+
+def send(obj) -> bytes:
+    buf = io.BytesIO()
+    from multiprocessing.reduction import ForkingPickler
+
+    ForkingPickler(buf, pickle.HIGHEST_PROTOCOL).dump(obj)
+    return buf.getvalue()
+
+
+def test_shipped_batch_arrives_as_the_plain_batch():
+    t = table()
+    shipment = S.ship(t)
+    assert as_python(dict(shipment.items())) == expected(t)        # what code in the worker sees
+    got = pickle.loads(send(shipment))
+    assert type(got) is dict and as_python(got) == expected(t)
+    assert got["tokens"].shape == (6, 3) and got["tokens"].dtype == torch.int32
+    assert isinstance(got["ragged"], list) and got["text"][2] == "döc 2 " * 3
+    assert not isinstance(shipment, Mapping)                        # default_convert passes it through
+
+
+def test_segments_are_handed_back_and_reused():
+    ring = S._ring()
+    first = [S.ship(table(seed=s)) for s in range(3)]               # three in flight: three segments
+    names = {sh._ref[0] for sh in first}
+    assert len(names) == 3
+    wires = [send(sh) for sh in first]
+    got = [pickle.loads(w) for w in wires]                          # received: all handed back
+    assert [g["id"].tolist()[0] for g in got] == [0, 100, 200]
+    again = S.ship(table(seed=4))
+    assert again._ref[0] in names and len(ring.segments) == 3
+    assert pickle.loads(send(again))["id"].tolist()[0] == 400
+    assert got[0]["id"].tolist()[0] == 0                            # received batches own their data
+
+
+def test_copy_gives_an_independent_dict():
+    shipment = S.ship(table())
+    c = copy.copy(shipment)
+    assert type(c) is dict and as_python(c) == expected(table())
+    pickle.loads(send(shipment))                                    # frees the segment
+    S.ship(table(seed=9))                                           # and overwrites it
+    assert as_python(c) == expected(table())
+
+
+class Batches(IterableDataset):
+    def __iter__(self):
+        info = get_worker_info()
+        for j in range(info.id, 12, info.num_workers):
+            yield S.ship(table(n=1 + j % 5, seed=j))
+
+
+@pytest.mark.parametrize("collate_fn", [None, lambda b: b])
+def test_through_a_dataloader_and_nothing_left_behind(collate_fn):
+    before = set(os.listdir(S.SHM_DIR))
+    for stop in (12, 3):                                            # to the end, and breaking early
+        loader = DataLoader(Batches(), batch_size=None, num_workers=2, collate_fn=collate_fn)
+        for j, b in enumerate(loader):
+            assert type(b) is dict and as_python(b) == expected(table(n=1 + j % 5, seed=j))
+            if j + 1 == stop:
+                break
+        del loader, b
+    assert set(os.listdir(S.SHM_DIR)) - before == set()
+
+
+def test_segments_of_dead_processes_are_swept(tmp_path):
+    import subprocess
+    import sys
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    stale = os.path.join(S.SHM_DIR, f"shardforge-{dead}-0123456789ab")
+    mine = os.path.join(S.SHM_DIR, f"shardforge-{os.getpid()}-0123456789ab")
+    for path in (stale, mine):
+        open(path, "wb").close()
+    try:
+        S._sweep()
+        assert not os.path.exists(stale) and os.path.exists(mine)
+    finally:
+        for path in (stale, mine):
+            if os.path.exists(path):
+                os.unlink(path)
+
+
+def test_without_dev_shm_batches_travel_the_usual_way(tmp_path, monkeypatch):
+    """No writable /dev/shm (macOS, some containers): workers hand plain dicts to torch."""
+    from loader_helpers import make_build
+    from shardforge.loaders import ShardedDataset
+
+    make_build(tmp_path, [20, 7], row_group_rows=4)
+    monkeypatch.setattr(S, "SHM_DIR", str(tmp_path / "no-such-dir"))
+    ds = ShardedDataset(str(tmp_path), rank=0, world_size=1, seed=1, batch_size=4, batched=True)
+    got = [int(i) for b in DataLoader(ds, batch_size=None, num_workers=2) for i in b["id"]]
+    assert sorted(got) == sorted(list(range(20)) + [100_000 + i for i in range(7)])
