@@ -31,7 +31,11 @@ RESOURCES = {
     "spark.dynamicAllocation.enabled": "false", "spark.sql.shuffle.partitions": "4",
     "spark.default.parallelism": "4", "spark.databricks.delta.snapshotPartitions": "2",
     "spark.driver.host": "127.0.0.1",
+    # YARN drops spark.driver.host in cluster mode: the driver in the AM's container binds to
+    # the address SPARK_LOCAL_IP names (else the machine's hostname, on every interface)
+    "spark.yarn.appMasterEnv.SPARK_LOCAL_IP": "127.0.0.1",
 }
+LOOPBACK = ("127.0.0.1", "localhost")
 
 
 @pytest.fixture(scope="module")
@@ -117,7 +121,17 @@ def _check_run(minihadoop, spark, reference_run, work: Path, output: str, log: s
     executors = [c for c, text in logs.items() if "Starting executor ID" in text]
     assert len(logs) == 3 and len(executors) == 2, {c: t[-500:] for c, t in logs.items()}
     assert all("Running task" in logs[c] for c in executors)
+    assert_loopback(logs, executors)
     return app
+
+
+def assert_loopback(logs: dict[str, str], executors: list[str]) -> None:
+    """Every Spark endpoint the containers' logs name (the driver, each block manager) is on
+    the loopback interface: nothing the test starts listens on the machine's network."""
+    hosts = {c: set(re.findall(r"CoarseGrainedScheduler@([^:/\s]+):", t)) |
+             set(re.findall(r"BlockManagerId\([^,]+, ([^,]+),", t)) for c, t in logs.items()}
+    assert all(hosts[c] for c in executors), hosts
+    assert set().union(*hosts.values()) <= set(LOOPBACK), hosts
 
 
 def test_client_mode_on_yarn_with_hdfs_gives_the_local_bytes(client_run, yarn, minihadoop, spark, reference_run):
