@@ -162,9 +162,9 @@ def test_failed_build_leaves_previous_build_readable_and_rerun_succeeds(spark, t
     newer = spark.read.format("delta").load(table).unionByName(_docs(spark, 500, start=10_000))
     original = shards.new_staging_dir
 
-    def blocked_staging(output):
+    def blocked_staging(output, *args):
         """The staging folder, with a directory where shard 3's file must go: its task fails."""
-        staging = original(output)
+        staging = original(output, *args)
         os.makedirs(os.path.join(staging, "part-00003-of-00008.parquet", "in-the-way"))
         return staging
 
