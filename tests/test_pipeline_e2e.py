@@ -130,3 +130,63 @@ def test_two_ranks_read_disjoint_rows_covering_the_build(demo_run):
     assert len(r0) + len(r1) == len(all_ids) - len(all_ids) % 2
     p0, p1 = seen["pad"]
     assert set(p0) | set(p1) == all_ids
+
+
+def _number(text: str) -> int:
+    """A number as the page prints it (1,234 or 12.3M) back to an int."""
+    text = text.strip().replace(",", "")
+    scale = {"M": 10**6, "G": 10**9}.get(text[-1:], 1)
+    return round(float(text[:-1] if scale > 1 else text) * scale)
+
+
+@pytest.mark.slow
+def test_the_written_report_html_shows_report_json_numbers_in_chromium(demo_run, tmp_path):
+    """The report.html the pipeline wrote, opened in headless Chromium: the DOM the browser
+    built holds, section by section, the numbers of the report.json written beside it."""
+    import shutil
+    import subprocess
+
+    out, _, _ = demo_run
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    assert exe, "chromium is installed by `make setup` (apt-get install chromium)"
+    rep = json.loads((out / "report.json").read_text())
+    proc = subprocess.run([exe, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                           "--disable-background-networking", "--disable-component-update", "--no-first-run",
+                           f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom", (out / "report.html").as_uri()],
+                          capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    dom = proc.stdout
+
+    def section(anchor: str) -> str:
+        m = re.search(rf'<section id="{anchor}">(.*?)</section>', dom, re.S)
+        assert m, f"no {anchor} section in the page"
+        return m.group(1)
+
+    cells = re.findall(r"<tr><td>([\w-]+)</td><td>([\d,.MG]+)</td><td>([\d,.MG]+)</td><td>([\d,.MG]+)</td>",
+                       section("stages"))
+    assert [(n, _number(a), _number(b), _number(c)) for n, a, b, c in cells] == \
+        [(s["name"], s["rows_in"], s["kept"], s["rejected"]) for s in rep["stages"]]
+    assert section("stages").count('class="ok">balanced') == len(rep["stages"])
+
+    def total(anchor: str) -> int:
+        m = re.search(r"<p>Total ([\d,.MG]+)\.</p>", section(anchor))
+        assert m, f"no total in the {anchor} section"
+        return _number(m.group(1))
+
+    assert total("redactions") == sum(rep["redactions"].values())
+    assert total("downloads") == sum(rep["downloads"].values())
+    facts = dict(re.findall(r"<tr><td>([^<]+)</td><td>([^<]+)</td></tr>", section("shards")))
+    assert _number(facts["shards"]) == rep["shards"]["num_shards"]
+    assert facts["build"] == rep["shards"]["build_id"]
+    assert _number(facts["rows"]) == sum(rep["shards"]["rows"])
+    assert _number(facts["bytes"]) == sum(rep["shards"]["bytes"])
+    dup = dict(re.findall(r"<tr><td>([^<]+)</td><td>([^<]+)</td></tr>", section("duplicates")))
+    assert _number(dup["removed as exact duplicates"]) == rep["duplicates"]["removed_exact"]
+    assert _number(dup["removed as near duplicates"]) == rep["duplicates"]["removed_near"]
+    cards = dict((k, v) for v, k in re.findall(r'<div class="v">([^<]+)</div><div class="k">([^<]+)</div>', dom))
+    assert _number(cards["documents in"]) == rep["stages"][0]["rows_in"]
+    assert _number(cards["rejected"]) == sum(s["rejected"] for s in rep["stages"])
+    assert _number(cards["rows in shards"]) == sum(rep["shards"]["rows"])
+    # the pipeline records no funnel analysis (that is the cluster tests' event-log check),
+    # so its page has no Parallelism section rather than an empty one
+    assert "funnel" not in rep and 'id="funnel"' not in dom
