@@ -34,7 +34,8 @@ COMMON_CONF = {
     "spark.ui.showConsoleProgress": "false",
     "spark.driver.memory": "1g",
 }
-PIPELINE_ARGS = ["--conf", str(ROOT / "conf" / "demo.toml"), "--set", "shards.num_shards=4"]
+PIPELINE_ARGS = ["--conf", str(ROOT / "conf" / "demo.toml"), "--set", "shards.num_shards=4",
+                 "--set", "download.partitions=4"]
 
 
 def _sample(tmp: Path) -> Path:
@@ -116,7 +117,18 @@ def sample(work) -> Path:
 
 
 @pytest.fixture(scope="module")
-def local_run(work, sample, dist) -> "_Submit":
+def urls(work) -> Path:
+    """The demo's URL list (pages and images) served from 127.0.0.1 for the whole module, so
+    the download stage runs on the executors of every run here."""
+    from shardforge.jobs.demo import SAMPLE as DEMO, serve, write_url_list
+
+    server, base = serve(DEMO / "web")
+    yield write_url_list(base, work / "urls")
+    server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def local_run(work, sample, dist, urls) -> "_Submit":
     """The reference: spark-submit --master local[2] of jobs/pipeline.py, with the project's venv
     (and this checkout's code first on the path, whatever the venv's editable install points at).
     Started in the background, so it runs while the cluster comes up and runs the same job."""
@@ -127,7 +139,7 @@ def local_run(work, sample, dist) -> "_Submit":
             "spark.pyspark.python": sys.executable, "spark.pyspark.driver.python": sys.executable,
             "spark.jars": ",".join(_jars()), "spark.driver.host": "127.0.0.1"}
     run = _Submit([cluster.spark_submit(), "--master", "local[2]", *_conf_args(conf),
-                   str(ROOT / "jobs" / "pipeline.py"), *PIPELINE_ARGS, "--input", str(sample), "--output", str(out)],
+                   str(ROOT / "jobs" / "pipeline.py"), *PIPELINE_ARGS, "--input", str(sample), "--urls", str(urls), "--output", str(out)],
                   work / "local.log")
     run.out = out
     yield run
@@ -163,8 +175,8 @@ def standalone(work):
         yield c
 
 
-def _cluster_submit(c: cluster.StandaloneCluster, dist, worker_python: str, sample: Path, out: Path,
-                    events: Path, ui_port: int) -> list[str]:
+def _cluster_submit(c: cluster.StandaloneCluster, dist, worker_python: str, sample: Path, urls: Path,
+                    out: Path, events: Path, ui_port: int) -> list[str]:
     """spark-submit of the packaged artifact, with conf/spark-standalone.conf and test-sized resources."""
     events.mkdir()
     conf = {**COMMON_CONF, **funnel.event_log_conf(events),
@@ -179,7 +191,7 @@ def _cluster_submit(c: cluster.StandaloneCluster, dist, worker_python: str, samp
     ui = f'spark.properties={{"spark.ui.enabled" = "true", "spark.ui.port" = "{ui_port}"}}'
     return [cluster.spark_submit(), "--properties-file", str(ROOT / "conf" / "spark-standalone.conf"),
             "--master", c.master_url, *_conf_args(conf), str(dist["main"]), "pipeline",
-            *PIPELINE_ARGS, "--set", ui, "--input", str(sample), "--output", str(out)]
+            *PIPELINE_ARGS, "--set", ui, "--input", str(sample), "--urls", str(urls), "--output", str(out)]
 
 
 def test_worker_python_has_no_shardforge(worker_python):
@@ -190,12 +202,21 @@ def test_worker_python_has_no_shardforge(worker_python):
     assert ok.returncode == 0
 
 
-def test_cluster_run_is_byte_identical_to_local(local_run, standalone, dist, worker_python, sample, work):
+def test_cluster_run_is_byte_identical_to_local(local_run, standalone, dist, worker_python, sample, urls, work):
     out = work / "cluster-clean"
-    run = _Submit(_cluster_submit(standalone, dist, worker_python, sample, out, work / "events-clean",
+    run = _Submit(_cluster_submit(standalone, dist, worker_python, sample, urls, out, work / "events-clean",
                                   cluster.free_port()), work / "cluster-clean.log")
     print(f"cluster run: {run.wait():.1f} s; local[2] run: {local_run.wait():.1f} s")
     assert _shards(out) == _shards(local_run.out)
+    # the downloaded pages and images are in the build (the URL list went through the executors)
+    import pyarrow.parquet as pq
+
+    manifest = json.loads((out / "shards" / "manifest.json").read_text())
+    kinds = [k for s in manifest["shards"]
+             for k in pq.read_table(out / "shards" / s["file"], columns=["kind"]).column("kind").to_pylist()]
+    assert kinds.count("image") >= 1 and kinds.count("page") >= 1, sorted(set(kinds))
+    report = json.loads((out / "report.json").read_text())
+    assert sum(report["downloads"].values()) == len(urls.read_text().splitlines()) - 1   # minus the header
     # the work really ran on both workers' executors, with the worker venv's Python
     events = list(funnel.read_events(_events(work / "events-clean")))
     execs = {e["Executor ID"] for e in events if e["Event"] == "SparkListenerExecutorAdded"}
@@ -265,8 +286,8 @@ def _kill_mid_run(c: cluster.StandaloneCluster, ui_port: int, min_jobs: int, log
         time.sleep(0.05)
 
 
-def test_killed_worker_mid_run_still_gives_identical_shards(standalone, dist, worker_python, sample, local_run,
-                                                             work):
+def test_killed_worker_mid_run_still_gives_identical_shards(standalone, dist, worker_python, sample, urls,
+                                                             local_run, work):
     clean_jobs = sum(1 for e in funnel.read_events(_events(work / "events-clean"))
                      if e["Event"] == "SparkListenerJobEnd") if (work / "events-clean").exists() else 20
     out, ui_port = work / "cluster-fault", cluster.free_port()
@@ -275,7 +296,7 @@ def test_killed_worker_mid_run_still_gives_identical_shards(standalone, dist, wo
     killer = threading.Thread(target=_kill_mid_run, args=(standalone, ui_port, max(clean_jobs // 3, 2), log, done,
                                                           record), daemon=True)
     killer.start()
-    run = _Submit(_cluster_submit(standalone, dist, worker_python, sample, out, work / "events-fault", ui_port),
+    run = _Submit(_cluster_submit(standalone, dist, worker_python, sample, urls, out, work / "events-fault", ui_port),
                   log)
     try:
         seconds = run.wait()
