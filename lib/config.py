@@ -169,15 +169,26 @@ class RedactSection:
     kinds: tuple[str, ...] = ("EMAIL", "IP_ADDRESS", "PHONE", "CREDIT_CARD", "US_SSN", "IBAN", "KEY")
     mode: str = "placeholder"    # placeholder | pseudonym
     placeholders: dict[str, str] = field(default_factory=dict)   # kind -> text, default <KIND>
-    pseudonym_key: str = ""      # secret for mode = "pseudonym"
+    # the pseudonymisation key, for mode = "pseudonym": from an environment variable (name it
+    # here), a file, or, with a warning, a literal; it is never written anywhere (only its key id)
+    pseudonym_key_env: str = ""
+    pseudonym_key_file: str = ""
+    pseudonym_key: str = field(default="", metadata={"secret": True})
     include_reserved: bool = False   # also redact non-public IPs, template e-mails, test cards, example keys
     max_chars: int = 64_000_000  # larger documents are rejected (invalid:too_large)
 
     def __post_init__(self):
-        if self.mode == "pseudonym" and not self.pseudonym_key:
-            raise ConfigError("redact.pseudonym_key: required (non-empty) when redact.mode = \"pseudonym\"")
+        if self.mode == "pseudonym" and not (self.pseudonym_key or self.pseudonym_key_env or self.pseudonym_key_file):
+            raise ConfigError("redact.pseudonym_key_env: pseudonym mode needs a key: set redact.pseudonym_key_env "
+                              "(an environment variable) or redact.pseudonym_key_file")
         if self.max_chars < 1:
             raise ConfigError(f"redact.max_chars: must be >= 1, got {self.max_chars!r}")
+
+
+@dataclass(frozen=True)
+class RejectsSection:
+    """[rejects]: what the rejects table keeps of each rejected row (shardforge.privacy)."""
+    record: str = "redacted"     # redacted | none | original (original warns: unredacted PII)
 
 
 @dataclass(frozen=True)
@@ -234,6 +245,7 @@ class Config:
     clean: CleanSection = field(default_factory=CleanSection)
     quality: QualitySection = field(default_factory=QualitySection)
     redact: RedactSection = field(default_factory=RedactSection)
+    rejects: RejectsSection = field(default_factory=RejectsSection)
     dedup: DedupSection = field(default_factory=DedupSection)
     tokenize: TokenizeSection = field(default_factory=TokenizeSection)
     shards: ShardsSection = field(default_factory=ShardsSection)
@@ -247,12 +259,22 @@ class Config:
 
 
 def recorded_config(cfg: Config) -> dict[str, Any]:
-    """What a run's report and a build's manifest record of the config: everything but where
-    it ran (`[spark]`) and its paths (`pipeline.input`, `urls`, `output`)."""
+    """What a run's report, a build's manifest and a stage's fingerprint record of the config:
+    everything but where it ran (`[spark]`) and its paths (`pipeline.input`, `urls`,
+    `output`), with every field marked secret emptied. The pseudonymisation key in use is
+    named by its key id (`redact.pseudonym_key_id`), whichever way it was given."""
+    from .privacy import key_id, resolve_pseudonym_key
+
     d = cfg.to_dict()
     d.pop("spark", None)
     for k in ("input", "urls", "output"):
         d["pipeline"].pop(k, None)
+    for section in dataclasses.fields(cfg):
+        for f in dataclasses.fields(getattr(cfg, section.name)):
+            if f.metadata.get("secret") and section.name in d:
+                d[section.name][f.name] = ""
+    if cfg.redact.mode == "pseudonym":
+        d["redact"]["pseudonym_key_id"] = key_id(resolve_pseudonym_key(cfg.redact))
     return d
 
 
@@ -263,6 +285,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "download.expect": ("auto", "image", "page"),
     "clean.unicode_form": ("NFC", "NFKC"),
     "redact.mode": ("placeholder", "pseudonym"),
+    "rejects.record": ("redacted", "none", "original"),
     "dedup.normalization": ("none", "whitespace", "lower", "lower_alnum"),
     "dedup.rank_by": ("length", "quality", "none"),
     "shards.compression": ("zstd", "snappy", "gzip", "none"),

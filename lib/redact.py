@@ -28,9 +28,12 @@ COUNTS_TYPE = pa.map_(pa.string(), pa.int32())
 
 
 def redactor_from_config(cfg: RedactSection) -> Redactor:
-    """The kernel's `Redactor` for the [redact] section."""
+    """The kernel's `Redactor` for the [redact] section (the key resolved from its env
+    variable, file or literal)."""
+    from .privacy import resolve_pseudonym_key
+
     return Redactor(cfg.kinds, mode=cfg.mode, placeholders=cfg.placeholders,
-                    pseudonym_key=cfg.pseudonym_key, include_reserved=cfg.include_reserved)
+                    pseudonym_key=resolve_pseudonym_key(cfg), include_reserved=cfg.include_reserved)
 
 
 def redact_batch(batch: pa.RecordBatch, redactor: Redactor, max_chars: int) -> pa.RecordBatch:
@@ -75,7 +78,9 @@ def redact(df: DataFrame, cfg: RedactSection) -> StageResult:
     base = df.drop("pii_counts") if "pii_counts" in df.columns else df
     redactor = redactor_from_config(cfg)       # fails here, on the driver, for a bad config
     kinds, mode, placeholders = tuple(cfg.kinds), cfg.mode, dict(cfg.placeholders)
-    key, reserved, max_chars = cfg.pseudonym_key, cfg.include_reserved, cfg.max_chars
+    from .privacy import resolve_pseudonym_key
+
+    key, reserved, max_chars = resolve_pseudonym_key(cfg), cfg.include_reserved, cfg.max_chars
     out_schema = StructType(base.schema.fields + [PII_COUNTS, StructField(REASON_COL, StringType(), True),
                                                   StructField(DETAIL_COL, StringType(), True)])
 
@@ -89,6 +94,31 @@ def redact(df: DataFrame, cfg: RedactSection) -> StageResult:
     kept = marked.filter(F.col(REASON_COL).isNull()).drop(REASON_COL, DETAIL_COL)
     bad = marked.filter(F.col(REASON_COL).isNotNull()).drop("pii_counts")
     return StageResult(kept, rejects(bad, "redact", F.col(REASON_COL), F.col(DETAIL_COL)), shared=marked)
+
+
+def redact_columns(df: DataFrame, columns, cfg: RedactSection) -> DataFrame:
+    """`df` with the string `columns` it has redacted by the [redact] section's redactor,
+    per Arrow batch (used for the rejects table's record and detail)."""
+    from .privacy import resolve_pseudonym_key
+
+    todo = [c for c in columns if c in df.columns]
+    if not todo:
+        return df
+    kinds, mode, placeholders = tuple(cfg.kinds), cfg.mode, dict(cfg.placeholders)
+    key, reserved = resolve_pseudonym_key(cfg), cfg.include_reserved
+    names = df.columns
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        r = Redactor(kinds, mode=mode, placeholders=placeholders, pseudonym_key=key, include_reserved=reserved)
+        for batch in batches:
+            cols = []
+            for name, col in zip(names, batch.columns):
+                if name in todo:
+                    col = pa.array([r.redact(t)[0] for t in col.to_pylist()], col.type)
+                cols.append(col)
+            yield pa.RecordBatch.from_arrays(cols, names=names)
+
+    return df.mapInArrow(run, df.schema)
 
 
 def counts_by_kind(kept: DataFrame) -> dict[str, int]:

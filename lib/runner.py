@@ -138,6 +138,7 @@ class StageContext:
     def is_last(self) -> bool:
         return self.plan[-1] == self.stage
 
+
     def timed(self, name: str):
         return self.run.timed(name)
 
@@ -147,9 +148,10 @@ def _sha(obj: Any) -> str:
 
 
 def config_part(cfg: Config, spec: StageSpec) -> dict:
-    """The config a stage's fingerprint covers: its `reads` without its `ignore` keys, and
-    the sha256 of the files its `content_of` keys name."""
-    full = cfg.to_dict()
+    """The config a stage's fingerprint covers: its `reads` without its `ignore` keys (as the
+    config is recorded: secrets as key ids), and the sha256 of the files its `content_of`
+    keys name."""
+    full = recorded_config(cfg)
     part: dict[str, Any] = {}
     for ref in spec.reads:
         section, _, key = ref.partition(".")
@@ -310,12 +312,17 @@ class Runner:
         self.run.report["resumed_from"] = first_ran if any_reused else None
         self._publish_last(ctx, prev)
         self._write_rejects(ctx)
+        from .privacy import privacy_report
+
+        self.run.report["privacy"] = privacy_report(self.cfg)
         report = self.run.finish()
         if self.options.keep_intermediate:
             state["finished"] = True
             self.files.write_text(join(self.layout.work, STATE), json.dumps(state, indent=2, sort_keys=True))
         else:
             self.files.delete(self.layout.work)
+            if "ingest" in plan:      # the download spool: kept until now, so a rerun resumed from it
+                self.files.delete(self.cfg.download.spool_dir or self.layout.download_spool)
         return report
 
     def _pins(self, spec: StageSpec, state: dict) -> dict:
@@ -451,8 +458,10 @@ class Runner:
         rej = frames[0] if frames else empty_rejects(self.spark)
         for f in frames[1:]:
             rej = rej.unionByName(f)
+        from .privacy import rejects_for_output
+
         with self.run.timed("rejects"):
-            append_rejects(self.spark, rej, self.layout.rejects)
+            append_rejects(self.spark, rejects_for_output(rej, self.cfg), self.layout.rejects)
 
 
 def validate(cfg: Config, stages: tuple[str, ...]) -> None:

@@ -108,16 +108,15 @@ def ingest(ctx: StageContext, _df: None) -> StageOutput:
         parts.append(("the downloads", StageResult(res.kept, res.rejected)))
     batch = _union(parts)
     ids = unique_ids(batch.kept)
-    spool = (cfg.download.spool_dir or ctx.layout.download_spool) if results is not None else None
 
     def finish(done) -> dict:
         out = _input_report(done)
         if results is not None:
-            from .download import clear_spool, merge_results
+            from .download import merge_results
 
             with ctx.timed("downloads"):
                 merge_results(ctx.spark, results, ctx.layout.downloads)
-            clear_spool(spool)
+            # the spool stays until the run succeeds (the runner removes it): a rerun resumes from it
         if cfg.pipeline.write_raw and not ctx.is_last():
             with ctx.timed("raw"):
                 merge_new(ctx.spark, done.kept, ctx.layout.raw, key="id")
@@ -201,7 +200,12 @@ def _commit_side_table(ctx: StageContext) -> None:
 
 def publish_rows(ctx: StageContext, kept: DataFrame, target: str) -> MergeOutcome:
     """A plan that ends on a row stage: its rows merged by id into `target` (a rerun adds
-    nothing), then the dedup side table when the plan deduplicated."""
+    nothing), then the dedup side table when the plan deduplicated. URLs lose their
+    credentials, except in raw (the input as it came)."""
+    from .privacy import without_url_credentials
+
+    if target != ctx.layout.raw:
+        kept = without_url_credentials(kept)
     outcome = merge_new(ctx.spark, kept, target, key="id")
     _commit_side_table(ctx)
     return outcome
@@ -216,9 +220,10 @@ def curate(ctx: StageContext, df: DataFrame) -> StageOutput:
     from shardforge.schemas import documents
 
     from .curated import check_types
+    from .privacy import without_url_credentials
 
     spark, layout, base = ctx.spark, ctx.layout, ctx.base["curated"]
-    docs = documents(df)
+    docs = without_url_credentials(documents(df))
     if base is not None:
         check_types(docs, read_table(spark, layout.curated, base), layout.curated)
         existing = read_table(spark, layout.curated, base).select("id")

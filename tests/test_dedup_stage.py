@@ -31,7 +31,7 @@ def substitute(tokens: list[str], positions, rng: random.Random) -> list[str]:
 
 def rows_of(spark, docs, kind="document"):
     from shardforge.schemas import DOCUMENT
-    rows = [(i, t, "test", None, kind, None, None, None, None) for i, t in docs]
+    rows = [(i, t, "test", None, kind, None) for i, t in docs]
     return spark.createDataFrame(rows, DOCUMENT)
 
 
@@ -166,7 +166,9 @@ def test_same_result_for_any_partitioning(spark, tmp_path):
 
 @pytest.mark.slow
 def test_rules_for_images_short_empty_and_ids(spark, tmp_path):
-    from shardforge.schemas import DOCUMENT
+    from pyspark.sql.types import StructType
+
+    from shardforge.schemas import DOCUMENT, IMAGE
     rng = random.Random(5)
     long_text = " ".join(make_doc(rng, 80))
     png_a, png_b = b"\x89PNG fake image bytes A", b"\x89PNG fake image bytes B"
@@ -184,7 +186,7 @@ def test_rules_for_images_short_empty_and_ids(spark, tmp_path):
         ("img4", "a caption", "s", "http://x/4", "image", None, None, None, None),
         ("t1", "different text reusing the id t1 for another document", "s", None, "document", None, None, None, None),
     ]
-    df = spark.createDataFrame(rows, DOCUMENT).withColumn("extra", __import__("pyspark.sql.functions", fromlist=["lit"]).lit(7))
+    df = spark.createDataFrame(rows, StructType(DOCUMENT.fields + IMAGE.fields)).withColumn("extra", __import__("pyspark.sql.functions", fromlist=["lit"]).lit(7))
     res = run(df, tmp_path, rank_by="length")
     kept = sorted(r.id for r in res.kept.collect())
     assert kept == ["img1", "img3", "short1", "short3", "t2"]

@@ -210,9 +210,20 @@ def test_retries_back_off_exponentially_per_the_server_log(http_server):
     ends = [h.end for h in http_server.hits("/flaky/backoff")]
     assert len(starts) == 3
     gap1, gap2 = starts[1] - ends[0], starts[2] - ends[1]
-    # equal jitter: retry k waits between base*2^(k-1)/2 and base*2^(k-1)
-    assert 0.1 - 0.01 <= gap1 <= 0.2 + 0.15
-    assert 0.2 - 0.01 <= gap2 <= 0.4 + 0.15
+    # equal jitter: retry k waits at least base*2^(k-1)/2. Only lower bounds here: they hold on a
+    # loaded machine too (load can only delay a retry, never advance it). The upper end of the
+    # jitter is checked below on the schedule itself, without a clock.
+    assert gap1 >= 0.1 - 0.01 and gap2 >= 0.2 - 0.01
+
+
+def test_backoff_schedule_is_exponential_with_equal_jitter():
+    import random
+
+    f = Fetcher(CFG, rng=random.Random(7))
+    for retry, full in ((1, 0.2), (2, 0.4), (3, 0.8), (6, CFG.backoff_max), (12, CFG.backoff_max)):
+        delays = [f.backoff(retry) for _ in range(200)]
+        assert all(full / 2 <= d <= full for d in delays), (retry, min(delays), max(delays))
+        assert max(delays) - min(delays) > full / 4          # jittered, not constant
 
 
 def test_429_honours_retry_after_and_4xx_is_not_retried(http_server):
@@ -307,4 +318,7 @@ def test_busy_host_does_not_hold_up_other_hosts():
         a = [h for h in srv.hits() if h.host == a_host]
         b = [h for h in srv.hits() if h.host == b_host]
         assert srv.stats.max_active[a_host] == 1 and srv.stats.max_active[b_host] == 1
-        assert max(h.end for h in b) < max(h.end for h in a) - 0.4   # B finished well before A
+        # B's URLs ran beside A's, not queued behind them: by the order of the server's events
+        # (no clock bound), B's last request ended while more than half of A's were still to come
+        a_ends = sorted(h.end for h in a)
+        assert sum(1 for t in a_ends if t > max(h.end for h in b)) > len(a) // 2

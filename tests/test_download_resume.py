@@ -16,7 +16,7 @@ import pytest
 
 from shardforge.config import DownloadSection
 from shardforge.download import download, read_url_list
-from shardforge.download.resume import read_spool_file, spool_files
+from shardforge.download.resume import fetch_record, read_spool_file, spool_files
 from webserver import TestServer, comparable_results
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -93,10 +93,10 @@ def test_kill_driver_then_resume(spark, tmp_path):
         assert refetched | fetched_first == {srv.url(p) for p in paths}
         assert not list((tmp_path / "spool").glob("*.arrows"))    # merged, then cleared
 
-        # 3. the resumed table equals an uninterrupted run's
+        # 3. the resumed table equals an uninterrupted run's (as the table records it)
         srv.reset_log()
         cfg = DownloadSection(**{k: tuple(v) if isinstance(v, list) else v for k, v in base.items()})
-        fresh = download(read_url_list(spark, str(url_list), cfg), cfg).results
+        fresh = fetch_record(download(read_url_list(spark, str(url_list), cfg), cfg).results)
         resumed = spark.read.format("delta").load(args["table"])
         assert resumed.count() == len(paths)
         assert comparable_results(resumed) == comparable_results(fresh)

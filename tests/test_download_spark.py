@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 
 import pytest
+from pyspark.sql.types import StructType
 
 from shardforge.config import DownloadSection
 from shardforge.download import (RESULT, download, load_previous, merge_results, read_url_list,
                                  summary, summary_dict, url_id)
-from shardforge.schemas import DOCUMENT, REJECT, assert_schema
+from shardforge.schemas import DOCUMENT, IMAGE, REJECT, assert_schema
 from webserver import comparable_results, http_server, nulls_first  # noqa: F401  (fixture)
 
 CFG = DownloadSection(connect_timeout=1.0, read_timeout=1.0, max_retries=2, backoff_base=0.2, backoff_max=2.0,
@@ -90,7 +91,7 @@ def test_retries_seen_by_the_server(full_run, http_server):
 
 def test_kept_and_rejected_account_for_every_row(full_run, http_server):
     urls, res, _ = full_run
-    assert_schema(res.kept, DOCUMENT, "download kept")
+    assert_schema(res.kept, StructType(DOCUMENT.fields + IMAGE.fields), "download kept")
     assert_schema(res.rejected, REJECT, "download rejected")
     n_ok = sum(1 for _, _, s in CASES if s == "ok")
     assert res.kept.count() == n_ok
@@ -207,12 +208,16 @@ def test_resume_skips_ok_urls_and_merges_by_url(spark, http_server, tmp_path):
     merge_results(spark, second.results, table)
     final = spark.read.format("delta").load(table)
     assert final.count() == len(paths)
-    # a third run with transient retries on: the earlier 404 (permanent) is kept, nothing is fetched
+    # the table keeps what happened to each URL, not what it returned, nor URL credentials
+    assert not {"text", "title", "image", "caption", "meta"} & set(final.columns)
+    # a third run with transient retries on: the earlier 404 (permanent) is kept, nothing is fetched,
+    # and URLs an earlier run fetched ok come back as fetched_before (their documents went through it)
     http_server.reset_log()
     third = download(urls, DownloadSection(**{**cfg2.__dict__, "retry_transient_failures": True}),
                      previous=load_previous(spark, table))
     assert third.results.count() == len(paths) and http_server.hits() == []
-    assert third.kept.count() == 6      # previously ok rows are kept again (their content is in the table)
+    assert third.kept.count() == 0
+    assert sorted(r.reason for r in third.rejected.collect()) == ["download:fetched_before"] * 6 + ["download:http_4xx"]
 
 
 @pytest.mark.slow

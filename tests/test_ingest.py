@@ -54,7 +54,9 @@ def test_parquet_and_text_inputs(spark, tmp_path):
         .write.parquet(str(tmp_path / "pq"))
     kept, rej = read_documents(spark, str(tmp_path / "pq"), IngestSection(id_column="doc_id", text_column="body"))
     [row] = kept.collect()
-    assert (row.id, row.text, json.loads(row.meta)) == ("x1", "parquet text", {"n": 3})
+    # Parquet columns keep their Spark types as columns; nothing goes to meta
+    assert (row.id, row.text, row.n, row.meta) == ("x1", "parquet text", 3, None)
+    assert dict(kept.dtypes)["n"] == "int"
     (tmp_path / "txt").mkdir()
     (tmp_path / "txt" / "one.txt").write_text("a whole file\nis one document\n")
     [doc] = read_documents(spark, str(tmp_path / "txt"), IngestSection()).kept.collect()

@@ -238,6 +238,19 @@ def _cards(report: Mapping) -> str:
         f'<div class="card"><div class="v">{v}</div><div class="k">{escape(k)}</div></div>' for k, v in cards) + "</div>"
 
 
+def _privacy_section(report: Mapping) -> str:
+    p = report.get("privacy")
+    if not isinstance(p, Mapping):
+        return ""
+    rows = [["raw table (input as it came, PII included)", "kept" if p.get("raw_kept") else "not written"],
+            ["rejects table records", escape(str(p.get("rejects_record")))],
+            ["URL credentials", escape(str(p.get("url_credentials")))],
+            ["PII kinds redacted", escape(", ".join(p.get("redact_kinds") or []))]]
+    if p.get("pseudonym_key_id"):
+        rows.append(["pseudonym key id", escape(str(p["pseudonym_key_id"]))])
+    return _section("Privacy", _table(["output", "holds"], rows), anchor="privacy")
+
+
 def _config_section(report: Mapping) -> str:
     run = report.get("run") if isinstance(report.get("run"), Mapping) else {}
     cfg = run.get("config")
@@ -257,7 +270,7 @@ def render_html(report: Mapping) -> str:
              _counts_section(report, "redactions", "Redactions by kind", "Redaction counts", svg.COLORS["bar"]),
              _counts_section(report, "downloads", "Downloads by status", "Download statuses", svg.COLORS["bar"]),
              _duplicates_section(report), _shards_section(report), _funnel_section(report),
-             _config_section(report)]
+             _privacy_section(report), _config_section(report)]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{title} — report</title>"
             f"<style>{css}</style></head><body>{_header(report)}<main>{''.join(parts)}</main></body></html>\n")
