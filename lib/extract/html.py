@@ -48,15 +48,56 @@ def decode(body: bytes, content_type: Optional[str]) -> tuple[str, str]:
     """(charset, text) of the body: the declared charset when the bytes obey it, else the
     content's own evidence (see the module docstring). Never raises."""
     declared = _declared(body, content_type)
-    if declared:
+    if declared and not (_single_byte(declared) and _utf8_non_ascii(body)):
         try:
             enc = "cp1252" if declared in ("latin-1", "iso8859-1") else declared
             return declared, _strip_bom(body.decode(enc))
         except (UnicodeDecodeError, LookupError):
             pass
-    enc = detect_charset(body, None)
+    enc = _from_content(body)
     dec = "cp1252" if enc in ("latin-1", "iso8859-1") else enc
     return enc, _strip_bom(body.decode(dec, "replace"))
+
+
+def _single_byte(enc: str) -> bool:
+    """A codec that decodes any bytes (so bytes never contradict it by failing)."""
+    try:
+        return len(bytes(range(128, 256)).decode(enc, "strict")) == 128
+    except (UnicodeDecodeError, LookupError):
+        return False
+
+
+def _utf8_non_ascii(body: bytes) -> bool:
+    """Valid UTF-8 with multi-byte sequences: a page declared single-byte that is really UTF-8."""
+    if body.isascii():
+        return False
+    try:
+        body.decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False
+
+
+def _from_content(body: bytes) -> str:
+    """The charset the bytes themselves show, ignoring every declaration (which lied): a BOM,
+    valid UTF-8, else charset-normalizer's best guess, where windows-1252 (the WHATWG fallback)
+    wins a tie (short Western text scores the same in cp1250 and cp1252), else cp1252."""
+    sample = _META_CHARSET.sub(b"<meta>", body[:65536])
+    enc = detect_charset(sample, None)
+    if enc == "utf-8" or sample.startswith((b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")):
+        return enc
+    try:
+        from charset_normalizer import from_bytes
+
+        matches = list(from_bytes(sample))
+    except Exception:        # a guess that fails is no guess
+        return enc
+    if matches:
+        best = matches[0]
+        tied = [m.encoding for m in matches if m.chaos <= best.chaos and m.coherence >= best.coherence]
+        if "cp1252" in tied:
+            return "cp1252"
+    return enc
 
 
 def _strip_bom(text: str) -> str:
