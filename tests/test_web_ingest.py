@@ -10,6 +10,7 @@ import bz2
 import gzip
 import http.server
 import json
+import re
 import threading
 from dataclasses import replace
 
@@ -217,3 +218,46 @@ def test_single_compressed_files_by_extension(spark, tmp_path):
     res = read_documents(spark, [str(zst), str(gz)], IngestSection())
     assert sorted(r["id"] for r in res.kept.collect()) == ["g0", "g1", "z0", "z1", "z2"]
     assert res.rejected.count() == 0
+
+
+def test_a_warc_cut_anywhere_leaves_one_reject(tmp_path):
+    """Cut a gzip WARC at many points (inside headers, payloads, gzip trailers of every
+    record type): the reader never drops the damage silently; exactly one row says where."""
+    from shardforge.extract import Sandbox
+    from shardforge.readers.pages import PageLimits
+    from shardforge.readers.streams import warc_rows
+    from shardforge.readers.warcfile import http_response_bytes, write_record
+
+    whole = tmp_path / "whole.warc.gz"
+    with open(whole, "wb") as out:
+        write_record(out, "warcinfo", b"software: test\r\n", content_type="application/warc-fields")
+        for i, (name, body) in enumerate((("en", EN), ("de", DE))):
+            uri = f"http://example.test/{name}.html"
+            write_record(out, "request", b"GET / HTTP/1.1\r\n\r\n", uri=uri, ordinal=i,
+                         content_type="application/http; msgtype=request")
+            write_record(out, "response", http_response_bytes(200, "OK", [("Content-Type", "text/html")],
+                                                              _page(name, body).encode()),
+                         uri=uri, ordinal=i, content_type="application/http; msgtype=response")
+    data = whole.read_bytes()
+    cut = tmp_path / "cut.warc.gz"
+    with Sandbox(5.0) as sandbox:
+        full = list(warc_rows(str(whole), "w", PageLimits(), sandbox))
+        assert [r.get("_reason") for r in full] == [None] * 5
+        for at in range(7, len(data) - 1, max(1, len(data) // 23)):
+            cut.write_bytes(data[:at])
+            rows = list(warc_rows(str(cut), "c", PageLimits(), sandbox))
+            damaged = [r for r in rows if r.get("_reason") in ("invalid:truncated_record", "invalid:unreadable_file")]
+            assert len(damaged) == 1, (at, rows)
+            assert len(rows) <= len(full) + 1     # a cut gzip trailer: every record, and the damage
+
+
+def test_written_record_ids_are_plain_uuids(tmp_path):
+    from fastwarc.warc import ArchiveIterator
+
+    from shardforge.readers.warcfile import write_record
+
+    path = tmp_path / "one.warc.gz"
+    with open(path, "wb") as out:
+        write_record(out, "metadata", b"k: v\r\n", uri="http://example.test/", date="2026-01-01T00:00:00Z")
+    (rec,) = list(ArchiveIterator(open(path, "rb")))
+    assert re.fullmatch(r"<urn:uuid:[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}>", rec.headers["WARC-Record-ID"])

@@ -29,7 +29,7 @@ def write_record(out: BinaryIO, rtype: str, payload: bytes, *, uri: str = "", or
 
     rec = WarcRecord()
     rid = uuid.uuid5(_NS, f"{uri}\t{rtype}\t{ordinal}")
-    rec.init_headers(getattr(WarcRecordType, rtype), f"urn:uuid:{rid}".encode())
+    rec.init_headers(getattr(WarcRecordType, rtype), f"uuid:{rid}".encode())   # fastwarc adds "<urn:" and ">"
     if uri:
         rec.headers["WARC-Target-URI"] = uri
     rec.headers["WARC-Date"] = date or datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
