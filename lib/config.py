@@ -275,7 +275,21 @@ def recorded_config(cfg: Config) -> dict[str, Any]:
                 d[section.name][f.name] = ""
     if cfg.redact.mode == "pseudonym":
         d["redact"]["pseudonym_key_id"] = key_id(resolve_pseudonym_key(cfg.redact))
+    # the libraries whose versions decide output text: recorded (in reports and manifests) and
+    # fingerprinted (a new version reruns the stage)
+    d["ingest"]["html_extractor"] = _library("resiliparse")
+    if cfg.clean.detect_language:
+        d["clean"]["language_identifier"] = _library("py3langid")
     return d
+
+
+def _library(name: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"{name} {version(name)}"
+    except PackageNotFoundError:
+        return f"{name} (not installed)"
 
 
 CHOICES: dict[str, tuple[str, ...]] = {
