@@ -162,7 +162,12 @@ def main(argv=None) -> int:
     texts = [json.loads(line)["text"] for line in corpus.open(encoding="utf-8")]
     print(f"{len(texts)} documents, {sum(map(len, texts)) / 1e6:.1f} M characters", flush=True)
     result: dict = {"documents": len(texts), "corpus": str(corpus), "cpus": os.cpu_count(), "groups": {}}
-    dt = run_dt(corpus, "decisions")
+    cache = corpus.with_suffix(".datatrove-decisions.json")   # decisions do not change between runs
+    if cache.exists() and json.loads(cache.read_text()).get("corpus_bytes") == corpus.stat().st_size:
+        dt = json.loads(cache.read_text())["decisions"]
+    else:
+        dt = run_dt(corpus, "decisions")
+        cache.write_text(json.dumps({"corpus_bytes": corpus.stat().st_size, "decisions": dt}))
     for g in GROUPS:
         mine, new = ours(texts, QualitySection(filters=(g,)))
         result["groups"][g] = agreement(mine, dt[g])

@@ -138,6 +138,7 @@ def test_warc_through_ingest_and_clean(spark, crawl_file, tmp_path):
     assert warc["records_by_type"] == {"request": 7, "response": 8, "warcinfo": 1}
     assert warc["rows"] == 8 and warc["skipped_records"] == 8
     assert _section(report, "extractor")["name"] == "resiliparse"
+    assert _section(report, "html_extractor").startswith("resiliparse ")     # the recorded config
     out = tmp_path / "out"
     kept = {r["url"].rsplit("/", 1)[-1]: r.asDict()
             for r in spark.read.format("delta").load(str(out / "clean")).collect()}
