@@ -28,7 +28,7 @@ class PipelineSection:
     input: tuple[str, ...] = ()  # document files or tables (default --input)
     urls: tuple[str, ...] = ()   # URL lists to download (default --urls)
     output: str = ""           # default --output
-    input_format: str = "auto"  # auto | jsonl | parquet | text | delta
+    input_format: str = "auto"  # auto (per file, by extension) | jsonl | parquet | text | warc | delta
     stages: tuple[str, ...] = DEFAULT_STAGES   # exactly the stages that run, in shardforge.stages.ORDER
     write_raw: bool = True      # keep the ingested rows as the `raw` Delta table
     lock_timeout: float = 120.0  # seconds without a heartbeat after which another host's run lock is stale

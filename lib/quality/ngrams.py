@@ -78,9 +78,11 @@ def dup_ngram_chars(doc, ids, lens, n: int, ndocs: int, only: np.ndarray | None 
         cand &= only[d]
     if not cand.any():
         return out
-    for di in np.unique(d[cand]):
-        sel = np.flatnonzero(d == di)
-        out[di] = _greedy(start[sel].tolist(), key[sel].tolist(), chars[sel].tolist(), cand[sel].tolist(), n)
+    docs = np.unique(d[cand])
+    lo = np.searchsorted(d, docs, side="left")            # d is sorted: each document's n-grams are a slice
+    hi = np.searchsorted(d, docs, side="right")
+    for di, a, b in zip(docs.tolist(), lo.tolist(), hi.tolist()):
+        out[di] = _greedy(start[a:b].tolist(), key[a:b].tolist(), chars[a:b].tolist(), cand[a:b].tolist(), n)
     return out
 
 
