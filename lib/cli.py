@@ -109,12 +109,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         ap.print_help()
         return 2
     from .manifest import ManifestError
+    from .storage import explain
 
     try:
         return cmd_inspect(args) if args.command == "inspect" else cmd_verify(args)
     except ManifestError as exc:
         print(f"shardforge {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except Exception as exc:       # a remote store that cannot be reached or refuses the credentials
+        plain = explain(exc)
+        if plain is None:
+            raise
+        print(f"shardforge {args.command}: error: {plain}", file=sys.stderr)
+        return plain.code
 
 
 if __name__ == "__main__":

@@ -71,7 +71,18 @@ def check_exists(path: str) -> None:
 
 
 def _relative_source(root: str):
-    """input_file_name() made relative to the input root (stable when the corpus moves)."""
+    """input_file_name() made relative to the input root (stable when the corpus moves): a
+    file's own name, or its path below the folder given. A URL root (`hdfs://`, `s3a://`)
+    is compared by its path alone, as Spark names the file with the host it resolved."""
+    if "://" in root and not root.startswith("file://"):
+        from urllib.parse import urlsplit
+
+        base_path = urlsplit(root).path.rstrip("/")
+        name = F.input_file_name()
+        path = F.regexp_replace(name, r"^[A-Za-z][A-Za-z0-9+.-]*://[^/]*", "")
+        below = F.regexp_replace(path, "^" + re.escape(base_path + "/"), "")
+        return (F.when(path == base_path, F.lit(base_path.rsplit("/", 1)[-1]))
+                 .when(path.startswith(base_path + "/"), below).otherwise(name))
     base = Path(root[len("file://"):] if root.startswith("file://") else root).resolve()
     prefix = base.as_uri() if base.is_dir() else base.parent.as_uri()
     name = F.input_file_name()

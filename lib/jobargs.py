@@ -107,11 +107,14 @@ def guarded(prog: str, fn, *args, **kwargs) -> int:
     """Run a job's body and map what it raises to the exit codes schedulers rely on:
     0 success; 2 bad usage, config or input (the message names the key or path);
     3 an accounting or data-contract violation; 1 anything else (a run lock held by a
-    live run included: retrying later can succeed)."""
+    live run included: retrying later can succeed). A remote filesystem that cannot be
+    reached (exit 1) or rejects the credentials (exit 2) is said in one line naming the
+    endpoint (shardforge.storage.explain), not with a stack trace."""
     from .lock import LockHeld
+    from .storage import RemoteStorageError, explain
 
     try:
-        return fn(*args, **kwargs)
+        return _remote_errors_explained(fn, explain, *args, **kwargs)
     except user_errors() as exc:
         sys.stderr.write(f"{prog}: error: {exc}\n")
         return EXIT_USAGE
@@ -121,6 +124,19 @@ def guarded(prog: str, fn, *args, **kwargs) -> int:
     except LockHeld as exc:
         sys.stderr.write(f"{prog}: output is busy: {exc}\n")
         return EXIT_ERROR
+    except RemoteStorageError as exc:
+        sys.stderr.write(f"{prog}: error: {exc}\n")
+        return exc.code
+
+
+def _remote_errors_explained(fn, explain, *args, **kwargs):
+    try:
+        return fn(*args, **kwargs)
+    except Exception as exc:
+        plain = explain(exc)
+        if plain is None:
+            raise
+        raise plain from None
 
 
 def urls_flag(p: argparse.ArgumentParser) -> None:

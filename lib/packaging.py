@@ -37,7 +37,8 @@ from pathlib import Path
 # Python package -> source folder, the layout setup.py installs.
 LAYOUT = {"shardforge": "lib", "shardforge.jobs": "jobs", "shardforge.loaders": "loaders",
           "shardforge.schemas": "schemas"}
-RUNTIME = ("numpy", "pyarrow", "pandas", "requests", "pillow", "xxhash", "tokenizers")
+# fsspec: shard writers reach hdfs:// through WebHDFS (shardforge.storage)
+RUNTIME = ("numpy", "pyarrow", "pandas", "requests", "pillow", "xxhash", "tokenizers", "fsspec")
 _FIXED_TIME = (1980, 1, 1, 0, 0, 0)
 _SKIP_DIRS = {"__pycache__", ".pytest_cache", ".hypothesis"}
 

@@ -37,8 +37,9 @@ def reason_group():
 class Run:
     """The report of one run, and the accounting the runner does around each stage."""
 
-    def __init__(self, name: str, report_dir: str, config: dict[str, Any], master: str = ""):
+    def __init__(self, name: str, report_dir: str, config: dict[str, Any], master: str = "", files=None):
         self.report_dir = report_dir
+        self.files = files          # fsops operations for a report_dir that is not on the local disk
         self._persisted: list[DataFrame] = []
         self.report: dict[str, Any] = {
             "run": {"name": name, "started": _now(), "finished": None, "shardforge_version": __version__,
@@ -87,14 +88,27 @@ class Run:
 
     def finish(self) -> dict[str, Any]:
         self.report["run"]["finished"] = _now()
-        write_report(self.report, self.report_dir)
+        write_report(self.report, self.report_dir, self.files)
         for df in self._persisted:
             df.unpersist()
         return self.report
 
 
-def write_report(report: dict[str, Any], out_dir: str) -> str:
-    """report.json (and report.html when the renderer is available) in `out_dir`."""
+def write_report(report: dict[str, Any], out_dir: str, files=None) -> str:
+    """report.json (and report.html when the renderer is available) in `out_dir`. A URL
+    (`hdfs://`, `s3a://`, ...) is written through `files` (shardforge.fsops): rendered
+    into a local temporary folder, then each file copied whole."""
+    if "://" in out_dir and not out_dir.startswith("file:"):
+        import tempfile
+
+        if files is None:
+            raise ValueError(f"{out_dir}: writing the report there needs Hadoop's filesystems (a session)")
+        with tempfile.TemporaryDirectory() as tmp:
+            write_report(report, tmp)
+            for name in sorted(os.listdir(tmp)):
+                with open(os.path.join(tmp, name), encoding="utf-8") as fh:
+                    files.write_text(f"{out_dir.rstrip('/')}/{name}", fh.read())
+        return f"{out_dir.rstrip('/')}/report.json"
     os.makedirs(out_dir, exist_ok=True)
     try:
         from .report import write_report as render

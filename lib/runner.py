@@ -185,8 +185,10 @@ class Runner:
         self.spark, self.cfg, self.layout, self.options = spark, cfg, layout, options
         self.stages = check_stages(stages)
         self.files = HadoopFiles(spark)
-        self.run = Run(name or cfg.pipeline.name, layout.report, recorded_config(cfg),
-                       master=spark.sparkContext.master)
+        from .storage import qualify
+
+        self.run = Run(name or cfg.pipeline.name, qualify(spark, layout.report), recorded_config(cfg),
+                       master=spark.sparkContext.master, files=self.files)
 
     # -- planning -------------------------------------------------------------------------
     def resolve_inputs(self) -> Inputs:
@@ -492,12 +494,17 @@ def validate(cfg: Config, stages: tuple[str, ...]) -> None:
 
 def _lock_before_session(cfg: Config, layout: Layout, spark) -> bool:
     """A local output of an embedded local run is locked before Spark starts (a second run
-    stops at once); anything else once the session resolves the path as Spark will."""
+    stops at once); anything else once the session resolves the path as Spark will. With
+    a Hadoop configuration (HADOOP_CONF_DIR, YARN_CONF_DIR, spark.hadoop.fs.defaultFS) a
+    path without a scheme may resolve to HDFS, so only the session can tell."""
     import os
 
     from .fsops import is_local
 
     if not is_local(layout.lock):
+        return False
+    hadoop_conf = any(os.environ.get(v) for v in ("HADOOP_CONF_DIR", "YARN_CONF_DIR"))
+    if not layout.lock.startswith("file:") and (hadoop_conf or "spark.hadoop.fs.defaultFS" in cfg.spark.properties):
         return False
     if spark is not None:
         return spark.sparkContext.master.startswith("local")

@@ -7,6 +7,12 @@ each partition's Arrow batches through the one writer in `shardio`, one shard af
 another, so a Python worker holds one batch and one row group, never a whole shard.
 Empty shards are written on the driver; then the build is published atomically.
 Only per-shard statistics (one small row per shard) reach the driver.
+On an object store (no rename) the sorted rows are persisted and pass through the writer
+twice: once only to hash the shards (which names the build), then to write each shard
+once under its final `b-<build id>/` name; the second pass must reproduce the first's
+checksums, and one listing must find every shard at its size, before the manifest PUT
+(shardio explains the publication). Overlapping attempts of one task (speculation, off by
+default) could replace a shard's object with a half-written one; the listing then refuses.
 The bytes depend on the rows and the writer settings only: not on partitioning,
 executor count, task retries or time.
 """
@@ -21,12 +27,14 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import MapType
+from pyspark.sql.types import ArrayType, MapType, StructType
 
 from .config import ShardsSection
 from .keys import key_hash_expr, shard_expr
-from .shardio import ShardWriter, WriterSettings, new_staging_dir, publish_build, shard_name, write_shard
+from .shardio import (ShardWriter, WriterSettings, begin_direct_build, build_id_of, check_written,
+                      new_staging_dir, publish_build, shard_name, write_shard)
 from .manifest import ShardInfo
+from .storage import StorageOptions, is_object_store, qualify
 
 log = logging.getLogger("shardforge.shards")
 
@@ -98,9 +106,10 @@ def size_input(df: DataFrame, cfg: ShardsSection) -> tuple[int, int]:
     raise ShardBuildError("shards: set num_shards, target_rows or target_bytes")
 
 
-def _writer(staging: str, num_shards: int, schema: pa.Schema, settings: WriterSettings):
+def _writer(staging: str | None, num_shards: int, schema: pa.Schema, settings: WriterSettings,
+            storage: StorageOptions | None = None):
     """The mapInArrow function: batches sorted by (shard, hash, key, row hash) in, one
-    statistics row per shard written out."""
+    statistics row per shard written out (`staging` None: hashed, not written)."""
     names = schema.names
 
     def stats(info):
@@ -125,7 +134,7 @@ def _writer(staging: str, num_shards: int, schema: pa.Schema, settings: WriterSe
                         if index in done:
                             raise RuntimeError(f"shards: rows of shard {index} arrived out of order")
                         done.add(index)
-                        writer = ShardWriter(staging, index, num_shards, schema, settings)
+                        writer = ShardWriter(staging, index, num_shards, schema, settings, storage)
                     writer.write(pa.Table.from_batches([rb.slice(start, end - start)]).select(names))
             if writer is not None:
                 yield stats(writer.close())
@@ -135,6 +144,16 @@ def _writer(staging: str, num_shards: int, schema: pa.Schema, settings: WriterSe
                 writer.abort()
 
     return write_partition
+
+
+def _has_map(t) -> bool:
+    if isinstance(t, MapType):
+        return True
+    if isinstance(t, ArrayType):
+        return _has_map(t.elementType)
+    if isinstance(t, StructType):
+        return any(_has_map(f.dataType) for f in t.fields)
+    return False
 
 
 def build_shards(df: DataFrame, output: str, cfg: ShardsSection, *, source: dict[str, Any],
@@ -153,29 +172,58 @@ def build_shards(df: DataFrame, output: str, cfg: ShardsSection, *, source: dict
     num_shards, total = size_input(df, cfg)
     schema = arrow_schema(df)
     settings = settings_of(cfg)
-    staging = new_staging_dir(output)
+    output = qualify(df.sparkSession, output)
+    storage = StorageOptions.from_spark(df.sparkSession)
+    direct = is_object_store(output)
     log.info("building %d rows into %d shards at %s", total, num_shards, output)
-    hashable = [F.col(f"`{f.name}`") for f in df.schema.fields if not isinstance(f.dataType, MapType)]
+    # rows that share a key are ordered by a hash of the whole row; Spark cannot hash maps,
+    # so map-holding columns enter as their JSON text (entries in stored order)
+    hashable = [F.to_json(F.struct(F.col(f"`{f.name}`"))) if _has_map(f.dataType) else F.col(f"`{f.name}`")
+                for f in df.schema.fields]
     keyed = df.select("*", shard_expr(cfg.key, num_shards).alias("_shard"),
                       key_hash_expr(cfg.key).alias("_h"), F.xxhash64(*hashable).alias("_rh"))
     ordered = keyed.repartition("_shard").sortWithinPartitions("_shard", "_h", F.col(f"`{cfg.key}`"), "_rh")
-    stats = ordered.mapInArrow(_writer(staging, num_shards, schema, settings), _STATS).collect()
-    infos = {r["shard"]: ShardInfo(index=r["shard"], file=shard_name(r["shard"], num_shards), rows=r["rows"],
-                                   bytes=r["bytes"], sha256=r["sha256"],
-                                   row_groups=tuple(json.loads(r["row_groups"])),
-                                   list_lengths={k: tuple(v) for k, v in json.loads(r["list_lengths"]).items()})
-             for r in stats}
-    if len(infos) != len(stats):
-        raise RuntimeError("shards: a shard was written twice; refusing to publish")
-    empty = schema.empty_table()
-    for i in range(num_shards):
-        if i not in infos:
-            infos[i] = write_shard(empty, staging, i, num_shards, settings)
+
+    def write(folder: str | None) -> dict[int, ShardInfo]:
+        stats = ordered.mapInArrow(_writer(folder, num_shards, schema, settings, storage), _STATS).collect()
+        infos = {r["shard"]: ShardInfo(index=r["shard"], file=shard_name(r["shard"], num_shards), rows=r["rows"],
+                                       bytes=r["bytes"], sha256=r["sha256"],
+                                       row_groups=tuple(json.loads(r["row_groups"])),
+                                       list_lengths={k: tuple(v) for k, v in json.loads(r["list_lengths"]).items()})
+                 for r in stats}
+        if len(infos) != len(stats):
+            raise RuntimeError("shards: a shard was written twice; refusing to publish")
+        empty = schema.empty_table()
+        for i in range(num_shards):
+            if i not in infos:
+                infos[i] = write_shard(empty, folder, i, num_shards, settings, storage)
+        return infos
+
+    if direct:
+        from pyspark import StorageLevel
+
+        ordered = ordered.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            infos = write(None)
+            build_id = build_id_of(list(infos.values()))
+            if begin_direct_build(output, build_id, storage):
+                folder = f"{output.rstrip('/')}/{build_id}"
+                written = write(folder)
+                if written != infos:
+                    raise RuntimeError(f"shards: writing {build_id} gave other checksums than hashing it did "
+                                       f"(the input is not deterministic); nothing was published")
+                check_written(folder, list(written.values()), storage)
+        finally:
+            ordered.unpersist()
+        staging = None
+    else:
+        staging = new_staging_dir(output, storage)
+        infos = write(staging)
     written = sum(s.rows for s in infos.values())
     if written != total:
         raise RuntimeError(f"shards: wrote {written} rows but the input has {total}; refusing to publish")
     manifest = publish_build(output, staging, list(infos.values()), schema, key=cfg.key, config=config,
-                             source=source, settings=settings, keep_builds=cfg.keep_builds)
+                             source=source, settings=settings, keep_builds=cfg.keep_builds, storage=storage)
     log.info("published build %s: %d rows in %d shards", manifest["build_id"], total, num_shards)
     return manifest
 

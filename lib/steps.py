@@ -246,6 +246,15 @@ def curate(ctx: StageContext, df: DataFrame) -> StageOutput:
     return StageOutput(fresh, present, finish=finish)
 
 
+def _where(ctx: StageContext, path: str) -> str:
+    """A path as the manifest records it: resolved as Spark resolves it (a relative path on
+    HDFS is an `hdfs://` URL), a local one made absolute."""
+    from .storage import qualify
+
+    path = qualify(ctx.spark, path)
+    return path if "://" in path else os.path.abspath(path)
+
+
 def build_shards(ctx: StageContext, df: DataFrame) -> StageOutput:
     """Publish the input as a shard build at `<output>/shards` (or --output of build-shards),
     under the build folder's own lock. A Delta input is read at a pinned version, recorded
@@ -259,10 +268,9 @@ def build_shards(ctx: StageContext, df: DataFrame) -> StageOutput:
         if as_of is not None and as_of != handle.version:
             handle = handle._replace(version=as_of)
             df = read_table(ctx.spark, handle.path, as_of)
-        path = handle.path if "://" in handle.path else os.path.abspath(handle.path)
-        source = {"table": path, "version": handle.version}
+        source = {"table": _where(ctx, handle.path), "version": handle.version}
     else:
-        source = {"paths": [p if "://" in p else os.path.abspath(p) for p in ctx.cfg.pipeline.input]}
+        source = {"paths": [_where(ctx, p) for p in ctx.cfg.pipeline.input]}
     out = ctx.layout.shards
     lock_path = f"{out.rstrip('/')}/_lock.json"
     lock = None if lock_path == ctx.layout.lock else RunLock(lock_path, ctx.files,

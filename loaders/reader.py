@@ -83,7 +83,10 @@ class ShardReader:
         self._offset = offset     # samples of this rank's pass consumed before this process's reading
         self._chunk = chunk       # the pass's batch size, once known
         self._worker = worker     # a worker's own progress, restored from a worker-level state
-        self._yielded = 0         # samples this process's current reading has produced
+        # samples this process's current reading has produced; a restored worker starts from its
+        # saved count, so a state taken before it reads again (StatefulDataLoader snapshots every
+        # worker when an iterator starts) still holds that worker's progress
+        self._yielded = int(worker["yielded"]) if worker else 0
 
     @staticmethod
     def _default_rank_world() -> tuple[int, int]:

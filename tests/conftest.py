@@ -42,3 +42,38 @@ def spark(tmp_path_factory):
     session.sparkContext.setCheckpointDir(str(tmp_path_factory.mktemp("checkpoints")))
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def minihadoop(tmp_path_factory):
+    """One real HDFS + YARN for the whole test session: Hadoop's MiniDFSCluster and
+    MiniYARNCluster (from Maven Central, `make jars`) in a JVM of their own, on 127.0.0.1,
+    one NodeManager offering 4 GB and 4 vcores."""
+    from shardforge.minihadoop import MiniHadoop
+
+    h = MiniHadoop(str(tmp_path_factory.mktemp("minihadoop")), memory_mb=4096, vcores=4).start()
+    yield h
+    h.stop()
+
+
+@pytest.fixture(scope="session")
+def s3_server(tmp_path_factory):
+    """One moto S3 server on 127.0.0.1 for the whole test session, with the bucket s3server.BUCKET."""
+    from s3server import S3Server
+
+    server = S3Server(str(tmp_path_factory.mktemp("s3") / "moto.log")).start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def reference_run(spark, tmp_path_factory):
+    """The demo pipeline on the bundled sample with the tests' local[2] session, into a local
+    folder: what the YARN and S3 runs of the same input must reproduce byte for byte."""
+    from shardforge.cli import main
+
+    out = tmp_path_factory.mktemp("reference") / "out"
+    code = main(["pipeline", "--conf", str(ROOT / "conf" / "demo.toml"),
+                 "--input", str(ROOT / "data" / "sample" / "docs.jsonl"), "--output", str(out)])
+    assert code == 0
+    return out

@@ -7,7 +7,8 @@ then kills the process group. The freeze is installed from here, the test side, 
 wrapping a shardforge function; nothing in shardforge knows about it.
 Points: after-clean (the clean stage's marker is written), in-dedup (signatures and
 candidate edges are done, connected components not started), before-manifest (the
-build's files are in place under b-<id>/, manifest.json not yet written).
+build's files are in place under b-<id>/, manifest.json not yet written: on an object store,
+just before its one PUT).
 """
 from __future__ import annotations
 

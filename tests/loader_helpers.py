@@ -6,7 +6,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from shardforge.shardio import WriterSettings, write_build
+from shardforge.shardio import WriterSettings, new_staging_dir, publish_build, write_build, write_shard
 
 
 def shard_tables(sizes: list[int], *, tokens: bool = True) -> list[pa.Table]:
@@ -27,6 +27,46 @@ def make_build(root, sizes: list[int], *, row_group_rows: int = 8, tokens: bool 
     """Write a build with shards of `sizes` rows (0 allowed) and return its manifest."""
     return write_build(str(root), shard_tables(sizes, tokens=tokens),
                        settings=WriterSettings(row_group_rows=row_group_rows))
+
+
+def make_layered_build(root, sizes: list[int], row_group_rows: list[int]):
+    """A build whose shards each have their own row-group size (the manifest records every
+    shard's rows per row group, so a build may mix layouts): the project's shard writer and
+    publisher, one WriterSettings per shard."""
+    tables = shard_tables(sizes)
+    staging = new_staging_dir(str(root))
+    infos = [write_shard(t, staging, i, len(tables), WriterSettings(row_group_rows=g))
+             for i, (t, g) in enumerate(zip(tables, row_group_rows))]
+    publish_build(str(root), staging, infos, tables[0].schema, key="id", config={}, source={},
+                  settings=WriterSettings(row_group_rows=max(row_group_rows)))
+    return str(root)
+
+
+# Uneven builds: shards of very different sizes (empty ones too), each with its own row-group size,
+# so windows, row groups and rank parts cut across shards unevenly. name -> (sizes, rows per group).
+UNEVEN = {
+    "skewed": ([61, 0, 2, 17, 1, 40], [4, 4, 1, 5, 3, 16]),
+    "one-shard": ([0, 0, 33, 0], [8, 8, 8, 8]),
+    "wide": ([1, 120, 3, 0, 9, 5, 50], [1, 16, 2, 4, 3, 5, 7]),
+    "tiny": ([2, 1], [1, 1]),                          # fewer rows than most world sizes
+    "singles": ([5, 0, 4, 6], [1, 1, 1, 1]),           # a row group per row
+}
+
+
+def build_ids(sizes: list[int]) -> list[int]:
+    """Every row id of a build written by shard_tables (each once)."""
+    return [s * 100_000 + i for s, n in enumerate(sizes) for i in range(n)]
+
+
+def uneven_builds_fixture():
+    """A module-scoped fixture: {name: (path, sizes)} for the UNEVEN builds, written once."""
+    @pytest.fixture(scope="module")
+    def uneven_builds(tmp_path_factory):
+        root = tmp_path_factory.mktemp("uneven")
+        return {name: (make_layered_build(root / name, sizes, groups), sizes)
+                for name, (sizes, groups) in UNEVEN.items()}
+
+    return uneven_builds
 
 
 def build_fixture(sizes: list[int], *, row_group_rows: int):
@@ -121,3 +161,31 @@ def run_with_stops(factory, *, epochs: int, stops=(), kind: str = "plain", worke
             return out
         if workers_after is not None:
             k = workers_after
+
+
+# The documented contract written out by hand (loaders/README.md, "The epoch order" and "Ranks,
+# lanes, workers, equal counts"), for tests that must not take their expectations from
+# shardforge.loaders.assignment or state.rest / assignment.dropped.
+
+def epoch_order(path, **order) -> list[int]:
+    """The ids of one epoch in its order: rank 0 of 1, read as one batch. The order does not
+    depend on the world size, and a pass of one batch is the rank's part in order whatever
+    `lanes` is, so this is the epoch order itself."""
+    from shardforge.loaders import ShardReader
+
+    reader = ShardReader(path, rank=0, world_size=1, columns=["id"], **order)
+    return [i for t in reader.iter_tables(max(1, reader.total)) for i in t.column("id").to_pylist()]
+
+
+def per_rank(n: int, world: int, policy: str) -> int:
+    """Samples per rank of a plan of n: `drop` n // W, `pad` ceil(n / W)."""
+    return n // world if policy == "drop" else -(-n // world)
+
+
+def stretch(seq: list, rank: int, world: int, policy: str) -> list:
+    """What rank `rank` of `world` reads of the sequence `seq` (the epoch order, or what an
+    elastic restart hands over), in part order: positions [r*q, (r+1)*q), pad slots
+    wrapping to the sequence's start."""
+    n = len(seq)
+    q = per_rank(n, world, policy)
+    return [seq[(rank * q + i) % n] for i in range(q)]

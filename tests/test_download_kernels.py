@@ -17,9 +17,11 @@ from shardforge.download.text import decode_page, detect_charset, extract_text
 from shardforge.download.worker import handle
 from webserver import TestServer, _bomb_png, _image, http_server  # noqa: F401  (fixture)
 
-CFG = DownloadSection(connect_timeout=1.0, read_timeout=1.0, max_retries=2, backoff_base=0.2, backoff_max=2.0,
+# Timeouts well above any legitimate fetch on a loaded machine; /slow holds its headers
+# for the server's slow_seconds (20 s), far beyond read_timeout, so it still times out.
+CFG = DownloadSection(connect_timeout=5.0, read_timeout=5.0, max_retries=2, backoff_base=0.2, backoff_max=2.0,
                       allowed_networks=("127.0.0.1/32", "::1/128"), max_bytes=1_000_000, max_redirects=3,
-                      total_timeout=5.0, respect_robots=True, threads_per_task=8)
+                      total_timeout=20.0, respect_robots=True, threads_per_task=8)
 
 
 # --- guard -------------------------------------------------------------------------
@@ -247,10 +249,10 @@ def test_retry_after_beyond_backoff_max_gives_up_politely(http_server):
 
 def test_private_target_blocked_unless_allowed(http_server):
     http_server.reset_log()
-    cfg = DownloadSection(connect_timeout=1.0, read_timeout=1.0)
+    cfg = DownloadSection(connect_timeout=5.0, read_timeout=5.0)
     row = handle(Fetcher(cfg), cfg, {"url": http_server.url("/img/a.jpg"), "expect": "image"})
     assert row["status"] == "blocked_address" and http_server.hits() == []
-    cfg = DownloadSection(connect_timeout=1.0, read_timeout=1.0, allow_private_addresses=True)
+    cfg = DownloadSection(connect_timeout=5.0, read_timeout=5.0, allow_private_addresses=True)
     assert handle(Fetcher(cfg), cfg, {"url": http_server.url("/img/a.jpg"), "expect": "image"})["status"] == "ok"
 
 

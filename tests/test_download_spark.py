@@ -14,9 +14,11 @@ from shardforge.download import (RESULT, download, load_previous, merge_results,
 from shardforge.schemas import DOCUMENT, IMAGE, REJECT, assert_schema
 from webserver import comparable_results, http_server, nulls_first  # noqa: F401  (fixture)
 
-CFG = DownloadSection(connect_timeout=1.0, read_timeout=1.0, max_retries=2, backoff_base=0.2, backoff_max=2.0,
+# Timeouts well above any legitimate fetch on a loaded machine; /slow holds its headers
+# for the server's slow_seconds (20 s), far beyond read_timeout, so it still times out.
+CFG = DownloadSection(connect_timeout=5.0, read_timeout=5.0, max_retries=2, backoff_base=0.2, backoff_max=2.0,
                       allowed_networks=("127.0.0.1/32", "::1/128"), max_bytes=1_000_000, max_redirects=3,
-                      total_timeout=5.0, respect_robots=True, threads_per_task=8, per_host_connections=4)
+                      total_timeout=20.0, respect_robots=True, threads_per_task=8, per_host_connections=4)
 
 CASES = [  # path, kind, expected status
     ("/img/a.jpg", "image", "ok"), ("/img/b.png", "image", "ok"), ("/img/c.webp", "image", "ok"),
@@ -147,8 +149,11 @@ def test_global_rate_limit_at_the_server(spark, http_server):
     cfg = DownloadSection(**{**CFG.__dict__, "max_requests_per_second": 8.0, "partitions": 2})
     assert summary_dict(download(urls, cfg).results) == {"ok": 12}
     starts = sorted(h.start for h in http_server.hits())
-    for i, t in enumerate(starts):   # never more than `rate` requests in any 1 s window (+1 for the edge)
-        assert sum(1 for u in starts[i:] if u - t < 1.0) <= 9
+    # A lower bound only (load can stretch it, never shrink it beyond the server's logging
+    # skew): each of the 2 tasks gets 4 req/s, so its 6 requests span >= 1.25 s. Without
+    # the limit all 12 start within one hold (0.2 s); with each task given the whole
+    # 8 req/s instead of its share, they span about 0.63 s.
+    assert starts[-1] - starts[0] >= 1.0, [round(t - starts[0], 3) for t in starts]
 
 
 @pytest.mark.parametrize("fmt", ["csv", "tsv", "jsonl", "parquet"])

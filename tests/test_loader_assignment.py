@@ -24,20 +24,34 @@ def worker_positions(plan, rank, world, policy, num_workers, chunk):
     return part, out
 
 
+def fragmented(sizes):
+    """An uneven plan like the ones an elastic restart hands over: one interval per
+    non-empty size, placed with gaps and in reverse, so intervals of very different
+    lengths are laid end to end out of position order."""
+    plan, at = [], 0
+    for n in sizes:
+        if n:
+            plan.append([at + 3, at + 3 + n])
+        at += n + 3
+    return plan[::-1]
+
+
 @pytest.mark.parametrize("sizes", SIZES)
+@pytest.mark.parametrize("shape", ["whole", "fragmented"])
 @pytest.mark.parametrize("policy", A.POLICIES)
-def test_ranks_and_workers_disjoint_complete_equal(sizes, policy):
+def test_ranks_and_workers_disjoint_complete_equal(sizes, shape, policy):
     total = sum(sizes)
-    plan = [[0, total]] if total else []
+    plan = ([[0, total]] if total else []) if shape == "whole" else fragmented(sizes)
+    flat = [p for s, e in plan for p in range(s, e)]         # the plan laid end to end, by hand
     for world in range(1, 9):
         counts, seen = set(), Counter()
         for rank in range(world):
             part, per_worker = None, None
             for k in range(0, 5):
                 part, per_worker = worker_positions(plan, rank, world, policy, k, chunk=3)
-                flat = [p for w in per_worker for p in w]
+                got = [p for w in per_worker for p in w]
                 # workers of one rank: disjoint slots that together are the rank's part
-                assert sorted(flat) == sorted(A.positions(part))
+                assert sorted(got) == sorted(A.positions(part))
                 assert sum(len(w) for w in per_worker) == A.length(part)
             counts.add(A.length(part))
             seen.update(A.positions(part))
@@ -46,12 +60,14 @@ def test_ranks_and_workers_disjoint_complete_equal(sizes, policy):
         if policy == "drop":
             assert q == total // world
             assert all(c == 1 for c in seen.values())            # no duplicate
-            assert set(seen) == set(range(world * q))             # only the tail is skipped
-            assert A.positions(A.dropped(plan, world, policy)) == list(range(world * q, total))
+            assert set(seen) == set(flat[:world * q])             # only the tail is skipped
+            assert A.positions(A.dropped(plan, world, policy)) == flat[world * q:]
         else:
             assert q == -(-total // world)
-            assert set(seen) == set(range(total))                 # none missing
+            assert set(seen) == set(flat)                         # none missing
             assert sum(seen.values()) - total == world * q - total < world
+            pads = [flat[i % total] for i in range(world * q - total)]    # repeat the start (cyclically)
+            assert seen - Counter(flat) == Counter(pads)
 
 
 def test_dataloader_order_is_the_rank_part_whatever_the_workers():

@@ -62,3 +62,13 @@ def test_window_take_of_a_run_in_one_row_group_is_a_slice():
     t = _kinds(10, 0)
     got = Window([t, _kinds(4, 1)]).take(np.arange(2, 6))
     assert got.equals(t.slice(2, 4))
+
+
+def test_window_take_across_row_groups_whose_local_rows_line_up():
+    """Rows from two row groups whose local indices happen to be consecutive (11, 12, 13 of
+    groups 1, 0, 1) are not one run of a row group: each comes from its own group."""
+    a, b = _kinds(16, 0), _kinds(16, 1)
+    whole = pa.concat_tables([a, b])
+    for idx in ([27, 12, 29], [16, 1], [12, 29, 30, 31]):
+        got = Window([a, b]).take(np.array(idx))
+        assert got.equals(whole.take(pa.array(idx, pa.int64()))), idx

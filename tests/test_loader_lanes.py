@@ -10,8 +10,8 @@ from collections import Counter
 
 import pytest
 
-from loader_helpers import build_fixture, factory, log_reads, run_with_stops
-from shardforge.loaders import ShardedDataset, assignment as A, state as st
+from loader_helpers import build_fixture, epoch_order, factory, log_reads, run_with_stops, stretch
+from shardforge.loaders import ShardedDataset, assignment as A
 
 CASES = [(n, chunk, lanes) for n in (0, 1, 5, 17, 64, 101) for chunk in (1, 4, 7, 64) for lanes in (1, 2, 3, 5)]
 
@@ -138,27 +138,36 @@ def test_per_sample_resume_mid_batch_with_lanes_is_exact(build, lanes):
 @pytest.mark.parametrize("before,after,bs_after", [(2, 3, 2), (3, 2, 5), (2, 2, 3)])
 def test_elastic_restart_with_lanes_reads_the_rest_once(build, before, after, bs_after):
     """W ranks with 2 lanes read 3 batches; rank 0's state goes to W' ranks (also a new
-    batch size, which re-splits the rest when W' == W)."""
+    batch size, which re-splits the rest when W' == W). Expected sets from the epoch order
+    (read whole by one rank) and the documented split, not from `rest` / `dropped`: old
+    rank r reads only its stretch of the order; what it left is its stretch minus what it
+    read, in part order, rank 0's first; new rank r' reads stretch r' of that (in lane
+    order, so compared as sets)."""
     seed, lanes = 2, 2
-    seen: Counter = Counter()
-    state = None
+    order = epoch_order(build, seed=seed, window=3, lanes=lanes)
+    read, state = [], None
     for r in range(before):
         ds = ShardedDataset(build, rank=r, world_size=before, seed=seed, window=3, lanes=lanes,
                             batch_size=2, batched=True)
         it = iter(ds)
-        for _ in range(3):
-            seen.update(int(i) for i in next(it)["id"])
+        got = [int(i) for _ in range(3) for i in next(it)["id"]]
+        assert set(got) <= set(stretch(order, r, before, "drop"))
+        read.append(got)
         if r == 0:
             state = json.loads(json.dumps(ds.state_dict()))
+    assert state["consumed"] == 6
+    rest = [x for r in range(before) for x in stretch(order, r, before, "drop") if x not in read[r]]
+    seen = Counter(i for got in read for i in got)
     for r in range(after):
         ds = ShardedDataset(build, rank=r, world_size=after, seed=seed, window=3, lanes=lanes,
                             batch_size=bs_after, batched=True)
         ds.load_state_dict(state)
-        seen.update(int(i) for b in ds for i in b["id"])
-    dropped = A.dropped([[0, TOTAL]], before, "drop") + A.dropped(st.rest(state), after, "drop")
-    every = {s * 100_000 + i for s, n in enumerate(SIZES) for i in range(n)}
+        got = [int(i) for b in ds for i in b["id"]]
+        assert sorted(got) == sorted(stretch(rest, r, after, "drop")), r
+        seen.update(got)
+    skipped = order[before * (TOTAL // before):] + rest[after * (len(rest) // after):]
     assert max(seen.values()) == 1
-    assert len(every - set(seen)) == A.length(dropped)
+    assert set(order) - set(seen) == set(skipped)
 
 
 @pytest.mark.parametrize("lanes,workers", [(2, 2), (4, 2), (3, 3)])

@@ -267,12 +267,15 @@ def test_linear_time_on_adversarial_runs(name):
         text = (unit * (n // len(unit) + 1))[:n]
         best = float("inf")
         for _ in range(3):
-            t0 = time.perf_counter()
+            t0 = time.process_time()
             detect(text)
-            best = min(best, time.perf_counter() - t0)
+            best = min(best, time.process_time() - t0)
         return best
 
+    # CPU time of this process, not wall-clock: other processes on a loaded machine do
+    # not add to it (only cache and frequency effects do, far below the 3x margin).
+    # Linear cost gives ~8x from 100 KB to 800 KB; quadratic would give ~64x and seconds.
+    # Runs under 0.3 s CPU are below the clock's useful resolution and pass outright.
+    # Detection speed itself is measured in bench/redact.py.
     small, big = t(100_000), t(800_000)
-    # linear: ~8x; quadratic would be ~64x (and seconds at 800 KB). Generous bounds
-    # for a shared machine: sub-0.3 s runs are noise-dominated and pass outright.
     assert big < 0.3 or big / max(small, 1e-4) < 24, (name, small, big)

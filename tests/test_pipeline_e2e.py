@@ -65,6 +65,33 @@ def test_every_row_is_accounted_for(spark, demo_run):
 
 
 @pytest.mark.slow
+def test_stage_accounting_recomputed_from_the_tables(spark, demo_run):
+    """Each stage's rows in, kept, rejected and reasons, recomputed from the input files,
+    the rejects table and the curated table alone, must equal the report's."""
+    out, report, _ = demo_run
+    rows = len((ROOT / "data" / "sample" / "docs.jsonl").read_text(encoding="utf-8").splitlines()) + \
+        len((ROOT / "data" / "sample" / "web" / "urls.txt").read_text().splitlines())
+    rejects = spark.read.format("delta").load(str(out / "rejects"))
+    by_reason: dict[str, dict[str, int]] = {}
+    for r in rejects.groupBy("stage", "reason").count().collect():
+        # the ingest stage downloads the URL list and reads the files; the rejects table
+        # names the part ("download" or "ingest"), the report the stage
+        stage = "ingest" if r["stage"] == "download" else r["stage"]
+        # the report counts duplicates under one reason, not one per kept document
+        reason = "duplicate_of" if r["reason"].startswith("duplicate_of:") else r["reason"]
+        by_reason.setdefault(stage, {})[reason] = by_reason.get(stage, {}).get(reason, 0) + r["count"]
+    names = [s["name"] for s in report["stages"]]
+    assert set(by_reason) <= set(names), (sorted(by_reason), names)
+    for s in report["stages"]:
+        rejected = sum(by_reason.get(s["name"], {}).values())
+        expected = {"rows_in": rows, "kept": rows - rejected, "rejected": rejected,
+                    "rejects_by_reason": by_reason.get(s["name"], {})}
+        assert {k: s[k] for k in expected} == expected, s["name"]
+        rows -= rejected
+    assert rows == spark.read.format("delta").load(str(out / "curated")).count()
+
+
+@pytest.mark.slow
 def test_no_email_survives_and_exact_duplicates_are_gone(demo_run):
     out, report, _ = demo_run
     rows = _shard_rows(out)

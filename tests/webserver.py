@@ -351,7 +351,7 @@ try:
     @pytest.fixture(scope="module")
     def http_server():
         """A TestServer for the module; tests that read its log call `reset_log()` first."""
-        with TestServer(slow_seconds=2.5) as srv:
+        with TestServer(slow_seconds=20.0) as srv:
             yield srv
 except ImportError:  # pragma: no cover - benchmarks import this module without pytest
     pass

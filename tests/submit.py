@@ -1,0 +1,58 @@
+"""Running `spark-submit` (pyspark's) from a test: one process in the background whose log the
+test reads when it fails, and the reference build both cluster tests compare against."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def conf_args(conf: dict[str, str]) -> list[str]:
+    return [a for k, v in conf.items() for a in ("--conf", f"{k}={v}")]
+
+
+def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
+    """This process's environment without the PySpark variables of the test session's own driver."""
+    from shardforge.cluster import spark_home
+
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYTHONPATH", "PYSPARK_GATEWAY_PORT")}
+    env.update({"SPARK_LOCAL_IP": "127.0.0.1", "SPARK_HOME": str(spark_home()), **(extra or {})})
+    return env
+
+
+def run(cmd: list[str], log: Path, *, cwd: Path, env: dict[str, str], timeout: float = 1200) -> str:
+    """Run `cmd` to the end; fails the test with the log's tail unless it exits 0. Returns the log."""
+    t0 = time.monotonic()
+    with log.open("w") as out:
+        proc = subprocess.run(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
+                              stdin=subprocess.DEVNULL, timeout=timeout)
+    text = log.read_text(errors="replace")
+    print(f"{log.name}: exit {proc.returncode} after {time.monotonic() - t0:.0f} s")
+    if proc.returncode != 0:
+        pytest.fail(f"{log.name}: exit {proc.returncode}:\n" + "\n".join(text.splitlines()[-60:]))
+    return text
+
+
+def shard_sums(manifest: dict, read) -> dict[str, str]:
+    """{shard file name: sha256 of its bytes, as `read(relative file)` returns them}, each checked
+    against the manifest's own record."""
+    got = {}
+    for s in manifest["shards"]:
+        digest = hashlib.sha256(read(s["file"])).hexdigest()
+        assert digest == s["sha256"], f"{s['file']}: manifest says {s['sha256']}, the bytes hash to {digest}"
+        got[Path(s["file"]).name] = digest
+    assert len(got) == manifest["num_shards"] > 0
+    return got
+
+
+def local_shards(build: Path) -> tuple[dict, dict[str, str]]:
+    manifest = json.loads((build / "manifest.json").read_text())
+    return manifest, shard_sums(manifest, lambda f: (build / f).read_bytes())
