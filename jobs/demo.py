@@ -3,7 +3,8 @@
     make demo            (or: python -m shardforge.jobs.demo --conf conf/demo.toml --output out/demo)
 
 Starts a web server on 127.0.0.1 for the sample pages and images, writes their URL
-list, runs the pipeline (download, read, clean, redact, dedup, curate, shards),
+list and a gzip WARC crawled from it (the sample pages and a 404), runs the pipeline
+(download, read, clean, redact, dedup, curate, shards),
 verifies the build, then starts two `torch.distributed` (gloo) processes that each
 read their rank's rows with `ShardedDataset` and their packed token sequences with
 `TokenDataset`, and print what they got.
@@ -59,6 +60,22 @@ def write_url_list(base: str, out: Path) -> Path:
     text = "".join(lines)
     if not path.exists() or path.read_text(encoding="utf-8") != text:
         path.write_text(text, encoding="utf-8")
+    return path
+
+
+def write_crawl(base: str, out: Path) -> Path:
+    """A gzip WARC of the sample's HTML pages fetched from the demo server (plus one missing
+    page, a 404), as a crawler would write it: the demo's WARC input. Written once, so a rerun
+    sees the same input and resumes."""
+    from shardforge.readers.warcfile import crawl
+
+    path = out / "crawl.warc.gz"
+    if not path.exists():
+        pages = sorted(p.name for p in (SAMPLE / "web" / "pages").glob("*.html"))
+        out.mkdir(parents=True, exist_ok=True)
+        tmp = out / "_crawl.warc.gz.tmp"
+        crawl([f"{base}/pages/{name}" for name in pages] + [f"{base}/pages/missing.html"], str(tmp))
+        tmp.replace(path)
     return path
 
 
@@ -150,6 +167,7 @@ def main(argv=None) -> int:
     try:
         urls = write_url_list(base, out / "_input")
         inputs = tuple(str(p if Path(p).is_absolute() else ROOT / p) for p in cfg.pipeline.input)
+        inputs += (str(write_crawl(base, out / "_input")),)      # the WARC input
         tokenizer = train_tokenizer(out / "_input" / "tokenizer.json")
         stages = cfg.pipeline.stages
         if "tokenize" not in stages and "curate" in stages:

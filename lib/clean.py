@@ -1,9 +1,14 @@
-"""The clean stage: Unicode/whitespace normalisation and quality filters over a
-DataFrame, run per Arrow batch with `mapInArrow` (kernels in `shardforge.textclean`).
+"""The clean stage: Unicode/whitespace normalisation, language identification and quality
+filters over a DataFrame, run per Arrow batch with `mapInArrow` (kernels in
+`shardforge.textclean`, `shardforge.langid` and `shardforge.quality`).
 
-`clean(df, cfg)` keeps every input column (extra ones pass through) with `text`
-normalised; rejected rows carry `filter:<rule>` or `invalid:null_text` and their
-original text. Rows of kind "image" are normalised but never filtered (captions).
+`clean(df, cfg, quality)` keeps every input column (extra ones pass through) with `text`
+normalised (optionally ftfy-fixed first; C4's line rules remove lines), and adds `language`
+and `language_score` (`[clean] detect_language`; null for images and for rows an earlier rule
+rejected). Rules run in this order, and a row gets the first one it fails: textclean's rules,
+`filter:language` (`[clean] languages`, `min_language_score`), then the `[quality] filters`
+groups (`filter:gopher_*`, `filter:c4_*`, `filter:fineweb_*`). Rejected rows carry the reason
+and their original text; rows of kind "image" are normalised but never filtered (captions).
 rows in = kept + rejected; the result does not depend on partitioning.
 """
 from __future__ import annotations
@@ -13,9 +18,9 @@ from typing import Iterator
 import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import StringType, StructField, StructType
+from pyspark.sql.types import DoubleType, StringType, StructField, StructType
 
-from .config import CleanSection
+from .config import CleanSection, QualitySection
 from .stage import StageResult, rejects
 from .textclean import Rules, clean_one, from_pylist, to_pylist_safe
 
@@ -37,35 +42,83 @@ def rules_from_config(cfg: CleanSection) -> Rules:
         boilerplate_phrases=tuple(cfg.boilerplate_phrases))
 
 
-def clean_batch(batch: pa.RecordBatch, rules: Rules, form: str) -> pa.RecordBatch:
-    """One Arrow batch in, the same columns out (text normalised for kept rows,
-    original for rejected ones) plus the reject reason (null = kept)."""
+LANGUAGE_FIELDS = [StructField("language", StringType(), True), StructField("language_score", DoubleType(), True)]
+
+
+def clean_batch(batch: pa.RecordBatch, rules: Rules, form: str, cfg: CleanSection,
+                q: QualitySection) -> pa.RecordBatch:
+    """One Arrow batch in, the same columns out (text normalised for kept rows, original for
+    rejected ones), then language and language_score (when detected), then the reject reason
+    (null = kept)."""
+    from .langid import identify
+
     texts = to_pylist_safe(batch.column("text"))
     kinds = batch.column("kind").to_pylist() if "kind" in batch.schema.names else [None] * len(texts)
-    out_text, reasons = [], []
+    fix = _fixer() if cfg.fix_mojibake else None
+    out_text, reasons, langs, scores = [], [], [], []
     for text, kind in zip(texts, kinds):
-        new, reason = clean_one(text, kind, rules, form)
-        out_text.append(new if reason is None else text)
+        new, reason = clean_one(fix(text) if fix and text else text, kind, rules, form)
+        lang = score = None
+        if reason is None and kind != "image" and cfg.detect_language:
+            lang, score = identify(new)
+            if (cfg.languages and lang not in cfg.languages) or (
+                    cfg.min_language_score and (score or 0.0) < cfg.min_language_score):
+                reason = "filter:language"
+        out_text.append(new)
         reasons.append(reason)
+        langs.append(lang)
+        scores.append(score)
+    if q.filters:
+        _quality(out_text, kinds, reasons, q)
+    out_text = [new if reason is None else old for new, old, reason in zip(out_text, texts, reasons)]
     cols = [from_pylist(out_text, batch.schema.field("text").type) if name == "text" else batch.column(i)
             for i, name in enumerate(batch.schema.names)]
-    return pa.RecordBatch.from_arrays(cols + [pa.array(reasons, pa.string())],
-                                      names=batch.schema.names + [REASON_COL])
+    names = list(batch.schema.names)
+    if cfg.detect_language:
+        cols += [pa.array(langs, pa.string()), pa.array(scores, pa.float64())]
+        names += ["language", "language_score"]
+    return pa.RecordBatch.from_arrays(cols + [pa.array(reasons, pa.string())], names=names + [REASON_COL])
 
 
-def clean(df: DataFrame, cfg: CleanSection) -> StageResult:
-    """Normalise and filter documents. Kept: same columns as `df`; rejected: REJECT rows."""
+def _quality(texts: list, kinds: list, reasons: list, q: QualitySection) -> None:
+    """The [quality] groups on the rows still kept (not images), vectorised over them; their
+    reasons and (C4) texts are written back in place."""
+    from .quality import apply
+
+    idx = [i for i, (r, k) in enumerate(zip(reasons, kinds)) if r is None and k != "image"]
+    if not idx:
+        return
+    got, new = apply(from_pylist([texts[i] for i in idx]), q)
+    for i, r, t in zip(idx, got, new.to_pylist()):
+        if r is None:
+            texts[i] = t
+        else:
+            reasons[i] = f"filter:{r}"
+
+
+def _fixer():
+    import ftfy
+
+    return ftfy.fix_text
+
+
+def clean(df: DataFrame, cfg: CleanSection, quality: QualitySection = QualitySection()) -> StageResult:
+    """Normalise, identify the language and filter documents. Kept: the columns of `df`, then
+    language and language_score; rejected: REJECT rows."""
     if "text" not in df.columns:
         raise ValueError("clean: input has no `text` column")
     rules = rules_from_config(cfg)
     form = cfg.unicode_form if cfg.normalize_unicode else ""
-    out_schema = StructType(df.schema.fields + [StructField(REASON_COL, StringType(), True)])
+    owned = [f for f in df.schema.fields if not (cfg.detect_language and f.name in ("language", "language_score"))]
+    src = df.select(*[F.col(f"`{f.name}`") for f in owned]) if len(owned) < len(df.schema.fields) else df
+    out_schema = StructType(owned + (LANGUAGE_FIELDS if cfg.detect_language else [])
+                            + [StructField(REASON_COL, StringType(), True)])
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            yield clean_batch(batch, rules, form)
+            yield clean_batch(batch, rules, form, cfg, quality)
 
-    marked = df.mapInArrow(run, out_schema)
+    marked = src.mapInArrow(run, out_schema)
     kept = marked.filter(F.col(REASON_COL).isNull()).drop(REASON_COL)
     rejected = rejects(marked.filter(F.col(REASON_COL).isNotNull()), "clean", F.col(REASON_COL))
     return StageResult(kept, rejected, shared=marked)

@@ -28,7 +28,7 @@ class PipelineSection:
     input: tuple[str, ...] = ()  # document files or tables (default --input)
     urls: tuple[str, ...] = ()   # URL lists to download (default --urls)
     output: str = ""           # default --output
-    input_format: str = "auto"  # auto | jsonl | parquet | text | delta
+    input_format: str = "auto"  # auto (per file, by extension) | jsonl | parquet | text | warc | delta
     stages: tuple[str, ...] = DEFAULT_STAGES   # exactly the stages that run, in shardforge.stages.ORDER
     write_raw: bool = True      # keep the ingested rows as the `raw` Delta table
     lock_timeout: float = 120.0  # seconds without a heartbeat after which another host's run lock is stale
@@ -52,6 +52,8 @@ class IngestSection:
     # JSONL fields kept as typed columns instead of JSON in `meta`: name -> Spark SQL type,
     # e.g. { tokens = "array<int>", score = "double" }
     columns: dict[str, str] = field(default_factory=dict)
+    max_page_bytes: int = 10_000_000   # WARC pages with a larger body: invalid:page_too_large (never read)
+    extract_timeout: float = 20.0      # seconds of HTML extraction per page: invalid:extract_timeout
 
 
 @dataclass(frozen=True)
@@ -112,6 +114,53 @@ class CleanSection:
         "we use cookies", "accept cookies", "cookie policy", "privacy policy", "terms of use",
         "terms and conditions", "all rights reserved", "sign up for our newsletter",
         "subscribe to our newsletter", "click here to", "log in to reply", "powered by wordpress")
+    fix_mojibake: bool = False   # ftfy.fix_text before normalisation (mojibake, HTML entities left in text)
+    detect_language: bool = True  # language + language_score columns (shardforge.langid)
+    languages: tuple[str, ...] = ()   # ISO 639-1 codes to keep ("en", "de", ...); () = every language
+    min_language_score: float = 0.0   # below it: filter:language; 0 = off
+
+
+@dataclass(frozen=True)
+class QualitySection:
+    """[quality]: Gopher, C4 and FineWeb rules with their published defaults (shardforge.quality).
+    `filters` picks the groups that run, always in FineWeb's order; a 0 (false) turns one rule
+    off. Defaults: datatrove 0.10's GopherRepetitionFilter, GopherQualityFilter, C4QualityFilter
+    and FineWebQualityFilter (FineWeb itself runs C4 with c4_terminal_punct = false)."""
+    filters: tuple[str, ...] = ()    # gopher_repetition, gopher_quality, c4, fineweb
+    # Gopher repetition (Rae et al. 2021, Table A1); fractions of the document's characters
+    gopher_max_dup_para_frac: float = 0.3
+    gopher_max_dup_para_char_frac: float = 0.2
+    gopher_max_dup_line_frac: float = 0.3
+    gopher_max_dup_line_char_frac: float = 0.2
+    gopher_max_top_ngram_char_frac: tuple[float, ...] = (0.2, 0.18, 0.16)                     # n = 2, 3, 4
+    gopher_max_dup_ngram_char_frac: tuple[float, ...] = (0.15, 0.14, 0.13, 0.12, 0.11, 0.10)  # n = 5 ... 10
+    # Gopher quality
+    gopher_min_words: int = 50               # words with a letter or digit
+    gopher_max_words: int = 100_000
+    gopher_min_avg_word_length: float = 3.0
+    gopher_max_avg_word_length: float = 10.0
+    gopher_max_symbol_word_ratio: float = 0.1     # '#' per word, and ellipses per word
+    gopher_max_bullet_lines_ratio: float = 0.9
+    gopher_max_ellipsis_lines_ratio: float = 0.3
+    gopher_min_alpha_words_ratio: float = 0.8
+    gopher_min_stop_words: int = 2
+    gopher_stop_words: tuple[str, ...] = ("the", "be", "to", "of", "and", "that", "have", "with")
+    # C4 (Raffel et al. 2020): line rules remove lines, document rules drop the document
+    c4_max_word_length: int = 1000           # lines with a longer word
+    c4_remove_citations: bool = True         # [1], [edit], [citation needed]
+    c4_terminal_punct: bool = True           # lines not ending in . ? ! " ' (or ending in ...)
+    c4_min_words_per_line: int = 3
+    c4_lorem_ipsum: bool = True              # document
+    c4_javascript: bool = True               # lines
+    c4_curly_bracket: bool = True            # document
+    c4_policy: bool = True                   # lines with "terms of use", "privacy policy", cookies
+    c4_min_sentences: int = 5
+    # FineWeb (Penedo et al. 2024)
+    fineweb_min_line_punct_ratio: float = 0.12
+    fineweb_max_short_line_ratio: float = 0.67
+    fineweb_short_line_length: int = 30
+    fineweb_max_dup_line_char_ratio: float = 0.01
+    fineweb_max_newline_word_ratio: float = 0.3
 
 
 @dataclass(frozen=True)
@@ -194,6 +243,7 @@ class Config:
     ingest: IngestSection = field(default_factory=IngestSection)
     download: DownloadSection = field(default_factory=DownloadSection)
     clean: CleanSection = field(default_factory=CleanSection)
+    quality: QualitySection = field(default_factory=QualitySection)
     redact: RedactSection = field(default_factory=RedactSection)
     rejects: RejectsSection = field(default_factory=RejectsSection)
     dedup: DedupSection = field(default_factory=DedupSection)
@@ -225,11 +275,25 @@ def recorded_config(cfg: Config) -> dict[str, Any]:
                 d[section.name][f.name] = ""
     if cfg.redact.mode == "pseudonym":
         d["redact"]["pseudonym_key_id"] = key_id(resolve_pseudonym_key(cfg.redact))
+    # the libraries whose versions decide output text: recorded (in reports and manifests) and
+    # fingerprinted (a new version reruns the stage)
+    d["ingest"]["html_extractor"] = _library("resiliparse")
+    if cfg.clean.detect_language:
+        d["clean"]["language_identifier"] = _library("py3langid")
     return d
 
 
+def _library(name: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return f"{name} {version(name)}"
+    except PackageNotFoundError:
+        return f"{name} (not installed)"
+
+
 CHOICES: dict[str, tuple[str, ...]] = {
-    "pipeline.input_format": ("auto", "jsonl", "parquet", "text", "delta"),
+    "pipeline.input_format": ("auto", "jsonl", "parquet", "text", "warc", "delta"),
     "download.image_resize_mode": ("none", "keep_ratio", "center_crop", "border"),
     "download.image_format": ("jpeg", "png", "webp"),
     "download.expect": ("auto", "image", "page"),
@@ -314,6 +378,19 @@ def _check_ranges(name: str, obj: Any) -> None:
         raise ConfigError(f"dedup.threshold: must be in (0, 1], got {obj.threshold!r}")
     if name == "dedup" and obj.shingle_size < 1:
         raise ConfigError(f"dedup.shingle_size: must be >= 1, got {obj.shingle_size!r}")
+    if name == "quality":
+        from .quality import GROUPS
+
+        for i, g in enumerate(obj.filters):
+            if g not in GROUPS:
+                raise ConfigError(f"quality.filters[{i}]: {g!r} is not one of {', '.join(GROUPS)}")
+        for key, size in (("gopher_max_top_ngram_char_frac", 3), ("gopher_max_dup_ngram_char_frac", 6)):
+            if len(getattr(obj, key)) != size:
+                raise ConfigError(f"quality.{key}: expected {size} fractions (one per n), got {len(getattr(obj, key))}")
+    if name == "clean" and obj.languages and not obj.detect_language:
+        raise ConfigError("clean.languages: needs clean.detect_language = true")
+    if name == "ingest" and obj.extract_timeout <= 0:
+        raise ConfigError(f"ingest.extract_timeout: must be > 0, got {obj.extract_timeout!r}")
     if name == "shards" and obj.row_group_rows < 1:
         raise ConfigError(f"shards.row_group_rows: must be >= 1, got {obj.row_group_rows!r}")
     if name == "redact":

@@ -23,6 +23,7 @@ from pyspark.sql import functions as F
 
 from .config import IngestSection
 from .keys import derived_id_expr
+from .readers.files import PYTHON_READ
 from .stage import StageResult, rejects
 
 KNOWN = ("id", "text", "source", "url")
@@ -33,27 +34,34 @@ class InputError(ValueError):
 
 
 def detect_format(path: str) -> str:
-    """jsonl | parquet | text | delta, from the path (a Delta table has _delta_log/)."""
+    """jsonl | parquet | text | warc | mixed | delta, from the path: a Delta table has
+    _delta_log/; a folder whose files are all of one format is that format, one that mixes
+    formats is `mixed` (each file then read by its own extension, `shardforge.readers.files`).
+    Compressed JSONL (.gz, .bz2, .zst) is `jsonl`."""
+    from .readers.files import format_of, list_inputs, unknown_files
+
     p = path.rstrip("/")
     local = p[len("file://"):] if p.startswith("file://") else p
     if "://" not in local and os.path.isdir(local):
         if os.path.isdir(os.path.join(local, "_delta_log")):
             return "delta"
-        names = [n for n in os.listdir(local) if not n.startswith(("_", "."))]
-        if names and all(n.endswith(".parquet") for n in names):
-            return "parquet"
-        if names and all(n.endswith((".jsonl", ".json", ".ndjson")) for n in names):
-            return "jsonl"
-        if names and all(n.endswith(".txt") for n in names):
-            return "text"
-        raise InputError(f"{path}: cannot tell the format of this folder's files; "
-                         f"set pipeline.input_format")
-    for suffix, fmt in ((".jsonl", "jsonl"), (".json", "jsonl"), (".ndjson", "jsonl"),
-                        (".jsonl.gz", "jsonl"), (".parquet", "parquet"), (".txt", "text")):
-        if local.endswith(suffix):
-            return fmt
-    raise InputError(f"{path}: unknown document format (expected .jsonl, .parquet, .txt, a folder "
-                     f"of them, or a Delta table); set pipeline.input_format")
+        unknown = unknown_files(local)
+        kinds = {_family(f.format) for f in list_inputs(local)}
+        if unknown or not kinds:
+            shown = ", ".join(unknown[:3]) + (" ..." if len(unknown) > 3 else "")
+            raise InputError(f"{path}: cannot tell the format of this folder's files"
+                             + (f" ({shown} has no known extension)" if unknown else " (no input files)")
+                             + "; set pipeline.input_format")
+        return kinds.pop() if len(kinds) == 1 else "mixed"
+    fmt = format_of(local)
+    if fmt is None:
+        raise InputError(f"{path}: unknown document format (expected .jsonl[.gz|.bz2|.zst], .parquet, .txt, "
+                         f".warc[.gz], .wet[.gz], a folder of them, or a Delta table); set pipeline.input_format")
+    return _family(fmt)
+
+
+def _family(fmt: str) -> str:
+    return "jsonl" if fmt.startswith("jsonl") else fmt
 
 
 def check_exists(path: str) -> None:
@@ -109,9 +117,14 @@ def declared_schema(cfg: IngestSection):
     return StructType(fields)
 
 
-def _read_jsonl(spark: SparkSession, path: str, cfg: IngestSection) -> StageResult:
-    lines = spark.read.text(path).select(F.col("value").alias("_line"),
-                                         _relative_source(path).alias("_file"))
+def _read_jsonl(spark: SparkSession, path: str | list[str], cfg: IngestSection, root: str) -> StageResult:
+    """Plain JSONL files (a path or a list of files) by Spark's text reader (splittable)."""
+    lines = spark.read.text(path).select(F.col("value").alias("_line"), _relative_source(root).alias("_file"))
+    return _parse_jsonl(lines, cfg)
+
+
+def _parse_jsonl(lines: DataFrame, cfg: IngestSection) -> StageResult:
+    """JSONL lines (`_line`, `_file`) to documents and rejects."""
     declared = declared_schema(cfg)
     named_cols = (cfg.id_column, cfg.text_column, cfg.source_column, "url")
     known = f"`{cfg.id_column}` string, `{cfg.text_column}` string, `{cfg.source_column}` string, url string"
@@ -194,32 +207,119 @@ def union_documents(frames: list[tuple[str, DataFrame]]) -> DataFrame:
     return out
 
 
+def _python_read(spark: SparkSession, files: list, cfg: IngestSection) -> list[tuple[StageResult, DataFrame | None]]:
+    """Compressed JSONL and WARC files, read by Python tasks (shardforge.readers). Each part
+    comes with its marked frame (persisted once by the runner) and, for WARC, the count of
+    records by type (`input_records`)."""
+    from .readers import spark as pyread
+    from .readers.pages import PageLimits
+
+    out = []
+    jsonl = [f for f in files if f.format.startswith("jsonl.")]
+    if jsonl:
+        marked = pyread.compressed_jsonl(spark, jsonl)
+        res = _parse_jsonl(marked.filter(F.col("_reason").isNull()).select("_line", "_file"), cfg)
+        bad = marked.filter(F.col("_reason").isNotNull()).withColumnRenamed("_file", "source")
+        rej = res.rejected.unionByName(rejects(bad, "ingest", F.col("_reason"), F.col("_detail")))
+        out.append((StageResult(res.kept, rej, shared=(marked,)), None))
+    warc = [f for f in files if f.format == "warc"]
+    if warc:
+        marked = pyread.warc(spark, warc, PageLimits(cfg.max_page_bytes, cfg.extract_timeout))
+        page = F.col("_rtype").isin("response", "conversion") | F.col("_rtype").isNull()
+        pages = marked.filter(page & F.col("_reason").isNull()).select(
+            "id", "text", F.col("_file").alias("source"), "url", F.lit("page").alias("kind"), "meta",
+            "http_status", "content_type", "charset")
+        bad = marked.filter(page & F.col("_reason").isNotNull()).withColumnRenamed("_file", "source")
+        counts = marked.groupBy(F.col("_file").alias("source"), F.coalesce("_rtype", F.lit("unreadable"))
+                                .alias("record_type")).count()
+        out.append((StageResult(_finish(pages), rejects(bad, "ingest", F.col("_reason"), F.col("_detail")),
+                                shared=(marked,), extras={"input_records": counts}), counts))
+    return out
+
+
+def _read_files(spark: SparkSession, path: str, cfg: IngestSection) -> list[StageResult]:
+    """A local file or folder read file by file, each by its own extension."""
+    from .readers.files import list_inputs
+
+    files = list_inputs(path)
+    by = {fmt: [f for f in files if f.format == fmt] for fmt in {f.format for f in files}}
+    parts = []
+    if "jsonl" in by:
+        parts.append(_read_jsonl(spark, [f.path for f in by["jsonl"]], cfg, path))
+    if "parquet" in by:
+        parts.append(_read_table(spark.read.parquet(*[f.path for f in by["parquet"]]), path, cfg,
+                                 file_source=_relative_source(path)))
+    if "text" in by:
+        parts.append(_read_text(spark, [f.path for f in by["text"]], path, cfg))
+    parts += [r for r, _ in _python_read(spark, [f for f in files if f.format in PYTHON_READ], cfg)]
+    return parts
+
+
+def _read_text(spark: SparkSession, paths, root: str, cfg: IngestSection) -> StageResult:
+    df = spark.read.text(paths, wholetext=True).select(F.col("value").alias(cfg.text_column),
+                                                       _relative_source(root).alias("_src"))
+    return _read_table(df, root, cfg, file_source=F.col("_src"))
+
+
+def _read_path(spark: SparkSession, path: str, cfg: IngestSection, fmt: str) -> list[StageResult]:
+    from .readers.files import InputFile, format_of
+
+    local = path[len("file://"):] if path.startswith("file://") else path
+    kind = detect_format(path) if fmt in ("auto", "", None) else fmt
+    if kind == "delta":
+        return [_read_table(spark.read.format("delta").load(path), path, cfg, file_source=F.lit(Path(path).name))]
+    if fmt in ("auto", "", None) and "://" not in local:
+        return _read_files(spark, path, cfg)          # per file, by extension (mixed folders too)
+    if kind == "warc" or (kind == "jsonl" and (format_of(local) or "").startswith("jsonl.")):
+        if "://" not in local and os.path.isdir(local):
+            from .readers.files import list_inputs
+
+            files = [InputFile(f.path, f.source, "warc" if kind == "warc" else f.format) for f in list_inputs(path)]
+        else:
+            files = [InputFile(path, Path(local).name, "warc" if kind == "warc" else format_of(local))]
+        return [r for r, _ in _python_read(spark, files, cfg)]
+    if kind == "jsonl":
+        return [_read_jsonl(spark, path, cfg, path)]
+    if kind == "parquet":
+        return [_read_table(spark.read.parquet(path), path, cfg, file_source=_relative_source(path))]
+    if kind == "text":
+        return [_read_text(spark, path, path, cfg)]
+    raise InputError(f"{path}: unsupported input format {kind!r}")
+
+
 def read_documents(spark: SparkSession, paths: str | list[str] | tuple[str, ...], cfg: IngestSection,
                    fmt: str = "auto") -> StageResult:
-    """Read every path as documents; kept and rejected together account for every input row."""
+    """Read every path as documents; kept and rejected together account for every input row
+    (a WARC record of a type other than response/conversion is not a row: it is counted in
+    the `input_records` extra, by file and type). `shared` holds the frames the Python readers
+    mark, for the runner to persist once."""
     if isinstance(paths, str):
         paths = [paths]
     if not paths:
         raise InputError("no input given: pass --input PATH or set pipeline.input")
-    results = []
+    results: list[tuple[str, StageResult]] = []
     for path in paths:
         check_exists(path)
-        kind = detect_format(path) if fmt in ("auto", "", None) else fmt
-        if kind == "jsonl":
-            results.append(_read_jsonl(spark, path, cfg))
-        elif kind == "parquet":
-            results.append(_read_table(spark.read.parquet(path), path, cfg, file_source=_relative_source(path)))
-        elif kind == "delta":
-            results.append(_read_table(spark.read.format("delta").load(path), path, cfg,
-                                       file_source=F.lit(Path(path).name)))
-        elif kind == "text":
-            df = spark.read.text(path, wholetext=True).select(
-                F.col("value").alias(cfg.text_column), _relative_source(path).alias("_src"))
-            results.append(_read_table(df, path, cfg, file_source=F.col("_src")))
-        else:
-            raise InputError(f"{path}: unsupported input format {kind!r}")
-    kept = union_documents([(p, r.kept) for p, r in zip(paths, results)])
-    rejected = results[0].rejected
-    for r in results[1:]:
+        results += [(path, r) for r in _read_path(spark, path, cfg, fmt)]
+    return merge_results(results)
+
+
+def merge_results(results: list[tuple[str, StageResult]]) -> StageResult:
+    """Kept rows by column name (`union_documents`), rejects appended, shared frames and
+    extras (unioned by name) carried along."""
+    kept = union_documents([(p, r.kept) for p, r in results])
+    rejected = results[0][1].rejected
+    for _, r in results[1:]:
         rejected = rejected.unionByName(r.rejected)
-    return StageResult(kept, rejected)
+    shared = tuple(f for _, r in results for f in _frames(r.shared))
+    extras: dict[str, DataFrame] = {}
+    for _, r in results:
+        for k, v in r.extras.items():
+            extras[k] = extras[k].unionByName(v) if k in extras else v
+    return StageResult(kept, rejected, shared=shared or None, extras=extras)
+
+
+def _frames(shared) -> tuple:
+    if shared is None:
+        return ()
+    return tuple(shared) if isinstance(shared, (tuple, list)) else (shared,)

@@ -83,7 +83,7 @@ class StageOutput:
     kept: DataFrame | None = None
     rejected: DataFrame | None = None
     extras: dict[str, DataFrame] = field(default_factory=dict)
-    shared: DataFrame | None = None
+    shared: DataFrame | tuple[DataFrame, ...] | None = None     # or several such frames
     finish: Callable[["Done"], Finished | dict] | None = None
     rows_in: int | None = None
     rows_out: int | None = None
@@ -412,7 +412,8 @@ class Runner:
     def _materialise(self, spec: StageSpec, fp: str, out: StageOutput) -> Done:
         """Write kept, rejected and extras as Parquet (the stage's kernels run once: the
         shared frame is persisted while its parts are written), read them back, count."""
-        shared = self.run.persist(out.shared) if out.shared is not None else None
+        shared = out.shared if isinstance(out.shared, (tuple, list)) else (out.shared,)
+        shared = [self.run.persist(f) for f in shared if f is not None]
         frames = {"kept": out.kept, "rejected": out.rejected, **out.extras}
         written: dict[str, DataFrame] = {}
         schemas: dict[str, Any] = {}
@@ -421,8 +422,8 @@ class Runner:
             df.write.mode("overwrite").parquet(path)
             written[name] = self.load(Handle("parquet", path), df.schema)
             schemas[name] = df.schema.jsonValue()
-        if shared is not None:
-            shared.unpersist()
+        for f in shared:
+            f.unpersist()
         entry = self.run.count(spec.name, written["kept"], written["rejected"])
         extras = {k: v for k, v in written.items() if k not in ("kept", "rejected")}
         return Done(spec, fp, entry, dict(out.report), written["kept"], written["rejected"], extras,

@@ -7,7 +7,7 @@ without losing the original record.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -16,11 +16,13 @@ from pyspark.sql import functions as F
 @dataclass(frozen=True)
 class StageResult:
     """Unpacks as `kept, rejected`. `shared` is the frame both are filtered from (for
-    example a mapInArrow output with a reason column): the runner persists it while it
-    writes both, so the stage's kernels run once."""
+    example a mapInArrow output with a reason column), or a tuple of such frames: the
+    runner persists them while it writes both, so the stage's kernels run once. `extras`
+    are named frames the stage also keeps (e.g. WARC record counts by type)."""
     kept: DataFrame
     rejected: DataFrame
-    shared: DataFrame | None = None
+    shared: DataFrame | tuple[DataFrame, ...] | None = None
+    extras: dict[str, DataFrame] = field(default_factory=dict)
 
     def __iter__(self):
         yield self.kept

@@ -46,7 +46,7 @@ _SPECS = (
               input_schema=None, listable=False),
     StageSpec("ingest", reads=("pipeline.input_format", "pipeline.write_raw", "ingest", "download"),
               function="ingest", output="raw", input_schema=None, ignore=("download.spool_dir",)),
-    StageSpec("clean", reads=("clean",), function="clean", output="clean"),
+    StageSpec("clean", reads=("clean", "quality"), function="clean", output="clean"),
     StageSpec("redact", reads=("redact",), function="redact", output="redact", output_schema="CURATED"),
     StageSpec("dedup", reads=("dedup",), function="dedup", output="dedup", ignore=("dedup.checkpoint_dir",)),
     # the tokenizer file is covered by its content (sha256), not by its path

@@ -34,13 +34,29 @@ def unique_ids(df: DataFrame) -> StageResult:
 
 
 def _union(results: list[tuple[str, StageResult]]) -> StageResult:
-    """Kept rows by column name (a column one part lacks is null there), rejects appended."""
-    from .ingest import union_documents
+    """Kept rows by column name (a column one part lacks is null there), rejects appended,
+    the readers' shared frames and extras carried."""
+    from .ingest import merge_results
 
-    rejected = results[0][1].rejected
-    for _, r in results[1:]:
-        rejected = rejected.unionByName(r.rejected)
-    return StageResult(union_documents([(where, r.kept) for where, r in results]), rejected)
+    return merge_results(results)
+
+
+def _input_report(done) -> dict:
+    """The report of a reading stage: WARC records by type (responses and conversions are
+    rows; the other types are counted here and skipped) and the HTML extractor."""
+    counts = done.extras.get("input_records")
+    if counts is None:
+        return {}
+    from .extract import extractor_info
+
+    rows = counts.collect()
+    by_type: dict[str, int] = {}
+    for r in rows:
+        by_type[r["record_type"]] = by_type.get(r["record_type"], 0) + int(r["count"])
+    as_rows = sum(v for k, v in by_type.items() if k in ("response", "conversion", "unreadable"))
+    return {"warc": {"files": len({r["source"] for r in rows}), "records_by_type": dict(sorted(by_type.items())),
+                     "rows": as_rows, "skipped_records": sum(by_type.values()) - as_rows},
+            "extractor": extractor_info()}
 
 
 def read(ctx: StageContext, _df: None) -> StageOutput:
@@ -61,8 +77,8 @@ def read(ctx: StageContext, _df: None) -> StageOutput:
                 parts.append((path, StageResult(df, empty_rejects(ctx.spark))))
                 continue
         parts.append((path, read_documents(ctx.spark, [path], cfg.ingest, fmt)))
-    kept, rejected = _union(parts)
-    return StageOutput(kept, rejected)
+    res = _union(parts)
+    return StageOutput(res.kept, res.rejected, shared=res.shared, extras=res.extras, finish=_input_report)
 
 
 def ingest(ctx: StageContext, _df: None) -> StageOutput:
@@ -94,6 +110,7 @@ def ingest(ctx: StageContext, _df: None) -> StageOutput:
     ids = unique_ids(batch.kept)
 
     def finish(done) -> dict:
+        out = _input_report(done)
         if results is not None:
             from .download import merge_results
 
@@ -103,15 +120,16 @@ def ingest(ctx: StageContext, _df: None) -> StageOutput:
         if cfg.pipeline.write_raw and not ctx.is_last():
             with ctx.timed("raw"):
                 merge_new(ctx.spark, done.kept, ctx.layout.raw, key="id")
-        return {}
+        return out
 
-    return StageOutput(ids.kept, batch.rejected.unionByName(ids.rejected), finish=finish, report=report)
+    return StageOutput(ids.kept, batch.rejected.unionByName(ids.rejected), shared=batch.shared,
+                       extras=batch.extras, finish=finish, report=report)
 
 
 def clean(ctx: StageContext, df: DataFrame) -> StageOutput:
     from .clean import clean as run_clean
 
-    res = run_clean(df, ctx.cfg.clean)
+    res = run_clean(df, ctx.cfg.clean, ctx.cfg.quality)
     return StageOutput(res.kept, res.rejected, shared=res.shared)
 
 

@@ -42,7 +42,8 @@ def test_clean_normalises_filters_and_accounts(spark):
         _doc(8, PROSE),
     ]
     res = clean(_df(spark, rows), cfg)
-    assert_schema(res.kept, DOCUMENT, "clean.kept")
+    assert_schema(res.kept, DOCUMENT, "clean.kept", extra_ok=True)
+    assert res.kept.columns[-2:] == ["language", "language_score"]
     assert_schema(res.rejected, REJECT, "clean.rejected")
     kept = {r["id"]: r["text"] for r in res.kept.collect()}
     reasons = {r["id"]: r["reason"] for r in res.rejected.collect()}
@@ -67,11 +68,11 @@ def test_clean_passes_extra_columns_and_is_partition_independent(spark):
     df = spark.createDataFrame(rows, schema)
     a = clean(df.repartition(1), CleanSection()).kept
     b = clean(df.repartition(7), CleanSection()).kept
-    assert a.columns == df.columns
+    assert a.columns == df.columns + ["language", "language_score"]
     ra = sorted(map(tuple, a.collect()))
     assert ra == sorted(map(tuple, b.collect()))
     assert ("d3", "document number 3 with spaces") in {(r[0], r[1]) for r in ra}
-    assert {r[-1] for r in ra} == {i * 10 for i in range(40)}
+    assert {r[a.columns.index("extra_col")] for r in ra} == {i * 10 for i in range(40)}
 
 
 def test_clean_bad_unicode_from_json(spark, tmp_path):

@@ -1,0 +1,111 @@
+"""Vectorised building blocks over a batch of texts (pyarrow compute + numpy, no per-document
+Python loop): splitting into flat pieces with their document index, per-document sums, and
+"repeats an earlier piece of the same document" flags.
+
+A `Pieces` is what a split gives: the flat pieces (a StringArray), `doc` (the document index of
+each piece) and `n` (documents in the batch). Everything is exact; nothing depends on batch size.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+
+@dataclass(frozen=True)
+class Pieces:
+    flat: pa.Array
+    doc: np.ndarray
+    n: int
+
+    @property
+    def count(self) -> np.ndarray:
+        return np.bincount(self.doc, minlength=self.n)
+
+    def lengths(self) -> np.ndarray:
+        return np.asarray(pc.utf8_length(self.flat).to_numpy(zero_copy_only=False), dtype=np.int64)
+
+    def total(self, values: np.ndarray) -> np.ndarray:
+        """Per-document sum of one value per piece (float64)."""
+        return np.bincount(self.doc, weights=values.astype(np.float64), minlength=self.n)
+
+    def where(self, mask: np.ndarray) -> "Pieces":
+        idx = np.flatnonzero(mask)
+        return Pieces(self.flat.take(pa.array(idx)), self.doc[idx], self.n)
+
+    def subset(self, docs: np.ndarray) -> "Pieces":
+        """The pieces of documents `docs` (ascending indices), renumbered 0..len(docs)-1."""
+        remap = np.full(self.n, -1, dtype=np.int64)
+        remap[docs] = np.arange(len(docs))
+        keep = np.flatnonzero(remap[self.doc] >= 0)
+        return Pieces(self.flat.take(pa.array(keep)), remap[self.doc[keep]], len(docs))
+
+    def ids(self) -> np.ndarray:
+        """An integer per piece, equal for equal strings anywhere in the batch."""
+        enc = pc.dictionary_encode(self.flat)
+        return np.asarray(enc.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+
+
+def _lists(lists: pa.Array, n: int) -> Pieces:
+    if isinstance(lists, pa.ChunkedArray):
+        lists = lists.combine_chunks()
+    offsets = np.asarray(lists.offsets.to_numpy(), dtype=np.int64)
+    counts = np.diff(offsets)
+    flat = lists.flatten()
+    return Pieces(flat, np.repeat(np.arange(n, dtype=np.int64), counts), n)
+
+
+def split(texts: pa.Array, pattern: str, *, regex: bool = False) -> Pieces:
+    """Every document's pieces between matches of `pattern` (Python's str.split / re.split)."""
+    fn = pc.split_pattern_regex if regex else pc.split_pattern
+    return _lists(fn(texts, pattern=pattern), len(texts))
+
+
+def split_whitespace(texts: pa.Array) -> Pieces:
+    """Every document's whitespace-separated words (Python's str.split(): no empty words)."""
+    return nonempty(_lists(pc.utf8_split_whitespace(texts), len(texts)))
+
+
+def nonempty(p: Pieces) -> Pieces:
+    lens = p.lengths()
+    return p if lens.all() else p.where(lens > 0)
+
+
+def repeats(doc: np.ndarray, key: np.ndarray) -> np.ndarray:
+    """True where (doc, key) already occurred earlier in flat order: the second and later
+    copies of a piece within its document."""
+    if len(key) == 0:
+        return np.zeros(0, dtype=bool)
+    order = np.lexsort((np.arange(len(key)), key, doc))
+    same = np.zeros(len(key), dtype=bool)
+    same[1:] = (doc[order][1:] == doc[order][:-1]) & (key[order][1:] == key[order][:-1])
+    out = np.zeros(len(key), dtype=bool)
+    out[order] = same
+    return out
+
+
+def ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """num / den, with 0 where den is 0."""
+    num = num.astype(np.float64)
+    out = np.zeros_like(num)
+    np.divide(num, den, out=out, where=den != 0)
+    return out
+
+
+def mask_of(values: pa.Array) -> np.ndarray:
+    """A boolean array (nulls as False) to numpy."""
+    return np.asarray(pc.fill_null(values, False).to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def first_failed(n: int, checks: list[tuple[str, np.ndarray]]) -> list[str | None]:
+    """Per document, the name of the first check (in list order) that is True, else None."""
+    out: list[str | None] = [None] * n
+    undecided = np.ones(n, dtype=bool)
+    for name, failed in checks:
+        hit = np.flatnonzero(undecided & failed)
+        for i in hit:
+            out[i] = name
+        undecided[hit] = False
+    return out
