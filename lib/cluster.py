@@ -30,7 +30,7 @@ from pathlib import Path
 
 WORKER_VENV = Path.home() / ".cache" / "shardforge" / "worker-venv"
 # Distributions executors import at run time (pyspark itself comes from Spark's pyspark.zip).
-WORKER_PACKAGES = ("numpy", "pyarrow", "pandas", "requests", "pillow", "xxhash")
+from .packaging import RUNTIME as WORKER_PACKAGES  # noqa: E402  (what executors import, pinned)
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 

@@ -38,7 +38,10 @@ from pathlib import Path
 LAYOUT = {"shardforge": "lib", "shardforge.jobs": "jobs", "shardforge.loaders": "loaders",
           "shardforge.schemas": "schemas"}
 # fsspec: shard writers reach hdfs:// through WebHDFS (shardforge.storage)
-RUNTIME = ("numpy", "pyarrow", "pandas", "requests", "pillow", "xxhash", "tokenizers", "fsspec")
+# what executors import: the stages' kernels (web inputs, extraction, language ID and text
+# repair included), pinned to the versions here because several decide output bytes
+RUNTIME = ("numpy", "pyarrow", "pandas", "requests", "pillow", "xxhash", "tokenizers", "fsspec",
+           "charset-normalizer", "ftfy", "py3langid", "resiliparse", "fastwarc", "zstandard")
 _FIXED_TIME = (1980, 1, 1, 0, 0, 0)
 _SKIP_DIRS = {"__pycache__", ".pytest_cache", ".hypothesis"}
 
