@@ -240,6 +240,7 @@ def test_the_heartbeat_keeps_the_lock_fresh(tmp_path):
         first = json.loads(Path(path).read_text())["heartbeat"]
         deadline = time.monotonic() + 30
         while json.loads(Path(path).read_text())["heartbeat"] == first:
+            # a hang guard: the heartbeat is due every 0.4 s; 30 s only fails if none comes
             assert time.monotonic() < deadline, "no heartbeat was written"
             time.sleep(0.05)
     finally:
