@@ -285,6 +285,13 @@ def _column(view: np.ndarray, kind: str, parts, *, copy: bool = True):
 def _receive(name: str, size: int, layout) -> dict:
     """The training process's side: copy the batch out of the worker's segment into a plain
     dict, then hand the segment back."""
+    return _from_segment(name, size, lambda view: {n: payload if kind == "obj" else _column(view, kind, payload)
+                                                   for n, kind, payload in layout})
+
+
+def _from_segment(name: str, size: int, copy_out):
+    """`copy_out(view)` on the bytes of a worker's segment, mapped for the receiver; then the
+    segment is marked free for the worker to reuse. `copy_out` must copy what it keeps."""
     fd = os.open(os.path.join(SHM_DIR, name), os.O_RDWR)
     try:
         mm = mmap.mmap(fd, size, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0))
@@ -292,7 +299,7 @@ def _receive(name: str, size: int, layout) -> dict:
         os.close(fd)
     view = np.frombuffer(mm, dtype=np.uint8)
     try:
-        out = {n: payload if kind == "obj" else _column(view, kind, payload) for n, kind, payload in layout}
+        out = copy_out(view)
         view[:8].view(np.uint64)[0] = 1
     finally:
         del view
@@ -330,16 +337,4 @@ def ship_array(array: np.ndarray) -> ArrayShipment:
 
 
 def _receive_array(name: str, size: int, dtype: str, shape) -> torch.Tensor:
-    fd = os.open(os.path.join(SHM_DIR, name), os.O_RDWR)
-    try:
-        mm = mmap.mmap(fd, size, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0))
-    finally:
-        os.close(fd)
-    view = np.frombuffer(mm, dtype=np.uint8)
-    try:
-        out = torch.from_numpy(_array(view, _HEADER, dtype, shape).copy())
-        view[:8].view(np.uint64)[0] = 1
-    finally:
-        del view
-        mm.close()
-    return out
+    return _from_segment(name, size, lambda view: torch.from_numpy(_array(view, _HEADER, dtype, shape).copy()))
