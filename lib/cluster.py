@@ -28,9 +28,11 @@ from contextlib import closing
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .packaging import RUNTIME as WORKER_PACKAGES
+
 WORKER_VENV = Path.home() / ".cache" / "shardforge" / "worker-venv"
-# Distributions executors import at run time (pyspark itself comes from Spark's pyspark.zip).
-from .packaging import RUNTIME as WORKER_PACKAGES  # noqa: E402  (what executors import, pinned)
+# Distributions executors import at run time (pyspark itself comes from Spark's pyspark.zip):
+# packaging.RUNTIME, imported above as WORKER_PACKAGES.
 MASTER_CLASS = "org.apache.spark.deploy.master.Master"
 WORKER_CLASS = "org.apache.spark.deploy.worker.Worker"
 
