@@ -22,6 +22,8 @@ import re
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from .fsops import local_path
+
 OBJECT_STORES = frozenset({"s3", "s3a", "s3n", "gs", "gcs", "abfs", "abfss", "wasb", "wasbs", "oss"})
 
 
@@ -32,12 +34,6 @@ def scheme_of(path: str) -> str:
 def is_object_store(path: str) -> bool:
     """Stores without an atomic rename, where publication must not rename (see shardio)."""
     return scheme_of(path) in OBJECT_STORES
-
-
-def _local(path: str) -> str:
-    if path.startswith("file://"):
-        return path[len("file://"):]
-    return path[len("file:"):] if path.startswith("file:") else path
 
 
 @dataclass(frozen=True)
@@ -137,7 +133,7 @@ def filesystem(path: str, options: StorageOptions | None = None):
     options = options or StorageOptions.from_env()
     scheme = scheme_of(path)
     if scheme in ("", "file"):
-        return fs.LocalFileSystem(), os.path.abspath(_local(path))
+        return fs.LocalFileSystem(), os.path.abspath(local_path(path))
     parts = urlsplit(path)
     if scheme == "hdfs":
         authority = parts.netloc or urlsplit(options.default_fs).netloc
