@@ -119,11 +119,12 @@ class ShardedDataset(_Torch, ShardReader, IterableDataset):
                  shuffle: bool = True, window_bytes: int | None = WINDOW_BYTES, window: int | None = None,
                  lanes: int = 1, policy: str = "drop", columns=None, batch_size: int | None = None,
                  batched: bool = False, transform: Callable[[Any], Any] | None = None,
-                 verify: bool = False, epoch: int = 0):
+                 verify: bool = False, epoch: int = 0, cache_dir=None, cache_limit_bytes: int | None = None):
         self._torch_setup(batch_size, batched, transform)
         super().__init__(path, rank=rank, world_size=world_size, seed=seed, shuffle=shuffle,
                          window_bytes=window_bytes, window=window, lanes=lanes, policy=policy,
-                         columns=columns, verify=verify, epoch=epoch)
+                         columns=columns, verify=verify, epoch=epoch, cache_dir=cache_dir,
+                         cache_limit_bytes=cache_limit_bytes)
 
     def __iter__(self) -> Iterator[Any]:
         tables = self._worker_tables()
@@ -154,11 +155,13 @@ class TokenDataset(_Torch, SequenceReader, IterableDataset):
                  rank: int | None = None, world_size: int | None = None, seed: int = 0, shuffle: bool = True,
                  window_bytes: int | None = WINDOW_BYTES, window: int | None = None, lanes: int = 1,
                  policy: str = "drop", batch_size: int | None = None, batched: bool = False,
-                 transform: Callable[[Any], Any] | None = None, verify: bool = False, epoch: int = 0):
+                 transform: Callable[[Any], Any] | None = None, verify: bool = False, epoch: int = 0,
+                 cache_dir=None, cache_limit_bytes: int | None = None):
         self._torch_setup(batch_size, batched, transform)
         super().__init__(path, sequence_length=sequence_length, token_column=token_column, eos_id=eos_id,
                          rank=rank, world_size=world_size, seed=seed, shuffle=shuffle, window_bytes=window_bytes,
-                         window=window, lanes=lanes, policy=policy, verify=verify, epoch=epoch)
+                         window=window, lanes=lanes, policy=policy, verify=verify, epoch=epoch,
+                         cache_dir=cache_dir, cache_limit_bytes=cache_limit_bytes)
 
     def __iter__(self) -> Iterator[Any]:
         chunks = self._worker_tables()
@@ -189,12 +192,12 @@ class MixedDataset(_Torch, MixtureReader, IterableDataset):
                  sequence_length: int | None = None, token_column: str = "tokens", eos_id: int | None = None,
                  samples_per_epoch: int | None = None, rank: int | None = None, world_size: int | None = None,
                  batch_size: int | None = None, batched: bool = False, transform: Callable[[Any], Any] | None = None,
-                 verify: bool = False, epoch: int = 0):
+                 verify: bool = False, epoch: int = 0, cache_dir=None, cache_limit_bytes: int | None = None):
         self._torch_setup(batch_size, batched, transform)
         super().__init__(sources, seed=seed, shuffle=shuffle, window_bytes=window_bytes, window=window, lanes=lanes,
                          policy=policy, columns=columns, sequence_length=sequence_length, token_column=token_column,
                          eos_id=eos_id, samples_per_epoch=samples_per_epoch, rank=rank, world_size=world_size,
-                         verify=verify, epoch=epoch)
+                         verify=verify, epoch=epoch, cache_dir=cache_dir, cache_limit_bytes=cache_limit_bytes)
 
     def __iter__(self) -> Iterator[Any]:
         chunks = self._worker_tables()

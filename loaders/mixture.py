@@ -163,14 +163,14 @@ class MixtureReader(ShardReader):
                  window: int | None = None, lanes: int = 1, policy: str = "drop", columns=None,
                  sequence_length: int | None = None, token_column: str = "tokens", eos_id: int | None = None,
                  samples_per_epoch: int | None = None, rank: int | None = None, world_size: int | None = None,
-                 verify: bool = False, epoch: int = 0):
+                 verify: bool = False, epoch: int = 0, cache_dir=None, cache_limit_bytes: int | None = None):
         sources = list(sources)
         if not sources:
             raise LoaderError("a mixture needs at least one source: [(path, weight), ...]")
         self.schedule = Schedule([w for _, w in sources])
         budget = None if window_bytes is None else max(1, int(window_bytes) // len(sources))
         common = dict(rank=0, world_size=1, shuffle=shuffle, window_bytes=budget, window=window, lanes=1,
-                      verify=verify)
+                      verify=verify, cache_dir=cache_dir, cache_limit_bytes=cache_limit_bytes)
         if sequence_length is not None:
             self.readers = [SequenceReader(p, sequence_length=sequence_length, token_column=token_column,
                                            eos_id=eos_id, seed=int(stream_key(seed, i, 7) >> np.uint64(1)),

@@ -53,7 +53,8 @@ class ShardReader:
 
     def __init__(self, path, *, rank: int | None = None, world_size: int | None = None, seed: int = 0,
                  shuffle: bool = True, window_bytes: int | None = WINDOW_BYTES, window: int | None = None,
-                 lanes: int = 1, policy: str = "drop", columns=None, verify: bool = False, epoch: int = 0):
+                 lanes: int = 1, policy: str = "drop", columns=None, verify: bool = False, epoch: int = 0,
+                 cache_dir=None, cache_limit_bytes: int | None = None):
         if rank is None or world_size is None:
             r, w = self._default_rank_world()
             rank = r if rank is None else rank
@@ -68,6 +69,7 @@ class ShardReader:
             raise LoaderError(f"window_bytes must be >= 1, got {window_bytes}")
         if int(lanes) < 1:
             raise LoaderError(f"lanes must be >= 1, got {lanes}")
+        self._cache = {"cache_dir": cache_dir, "cache_limit_bytes": cache_limit_bytes}
         self.source = self._open(path, columns, verify)
         self.rank, self.world_size = int(rank), int(world_size)
         self.seed, self.shuffle, self.policy = int(seed), bool(shuffle), policy
@@ -93,7 +95,7 @@ class ShardReader:
         return env_rank_world()
 
     def _open(self, path, columns, verify) -> Source:
-        return Source(path, columns=columns, verify=verify)
+        return Source(path, columns=columns, verify=verify, **self._cache)
 
     def _pass_chunk(self) -> int | None:
         """The batch size this reader's passes use, when known before reading."""

@@ -5,6 +5,7 @@ cheap to pickle (DataLoader workers get a copy) and opens files lazily in the
 process that reads them. At construction it reads every shard's Parquet footer
 (one small read per shard) for the decoded size of each row group, which sizes the
 loader's windows; a footer whose row groups differ from the manifest's is an error.
+With `cache_dir`, remote shards are read from whole local copies (`cache.ShardCache`).
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ import pyarrow.parquet as pq
 
 from shardforge.manifest import Manifest, ManifestError, read_manifest, sha256_file
 
+from .cache import ShardCache
 from .order import Block, block_table
 
 
@@ -64,9 +66,16 @@ class Source:
     opens it (a mismatch raises ManifestError). A missing shard file raises
     ManifestError naming the shard, at construction for local builds and on first
     open for remote ones.
+
+    `cache_dir` and `cache_limit_bytes` (both, or neither): a remote build's shards are
+    fetched whole into a cache shared by the machine's processes, under that budget,
+    and read from there (see `shardforge.loaders.cache`); the copies are always checked
+    against the manifest's sha256, whatever `verify` says. A shard larger than the
+    budget is a LoaderError at construction. Local builds are never copied.
     """
 
-    def __init__(self, path, *, columns=None, verify: bool = False, max_open: int = 16):
+    def __init__(self, path, *, columns=None, verify: bool = False, max_open: int = 16,
+                 cache_dir=None, cache_limit_bytes: int | None = None):
         self.path = str(path)
         self.manifest: Manifest = read_manifest(self.path)
         names = self.manifest.column_names
@@ -80,6 +89,7 @@ class Source:
                                   f"it has {names}")
         self.verify = bool(verify)
         self.max_open = max_open
+        self.cache = self._cache(cache_dir, cache_limit_bytes)
         if not _is_remote(self.manifest.root):
             import os
 
@@ -92,6 +102,19 @@ class Source:
         self._verified: set[int] = set()
         self._unreadable: dict[int, str] = {}
         self.blocks = self._block_table()
+
+    def _cache(self, cache_dir, limit) -> ShardCache | None:
+        if (cache_dir is None) != (limit is None):
+            raise LoaderError("cache_dir and cache_limit_bytes go together: give both or neither")
+        if cache_dir is None or not _is_remote(self.manifest.root):
+            return None
+        if int(limit) < 1:
+            raise LoaderError(f"cache_limit_bytes must be >= 1, got {limit}")
+        for s in self.manifest.shards:
+            if s.bytes > int(limit):
+                raise LoaderError(f"shard {s.index} of {self.path} has {s.bytes} bytes, more than "
+                                  f"cache_limit_bytes={int(limit)}; raise the budget or read without a cache")
+        return ShardCache(str(cache_dir), int(limit))
 
     def _block_table(self):
         """(shard, group, rows, decoded bytes) of every non-empty row group, manifest order."""
@@ -106,6 +129,9 @@ class Source:
         of 0 here and its error when the shard is first read (after the checksum check,
         with verify=True), as any other damage inside a shard does."""
         path = self.manifest.path_of(shard)
+        md = self.cache.cached_metadata(shard.sha256, shard.bytes) if self.cache is not None else None
+        if md is not None and [md.row_group(g).num_rows for g in range(md.num_row_groups)] == list(shard.row_groups):
+            return decoded_sizes(md)     # the local copy's footer (its bytes are checked when opened)
         try:
             if _is_remote(path):
                 import fsspec
@@ -161,13 +187,19 @@ class Source:
         if pf is not None:
             handles.move_to_end(index)
             return pf
-        path = self.manifest.path_of(self.manifest.shards[index])
-        if self.verify and index not in self._verified:
+        shard = self.manifest.shards[index]
+        path = self.manifest.path_of(shard)
+        local = None
+        if self.cache is not None:       # checked against the manifest's sha256 by the cache
+            local = self.cache.open(path, shard.sha256, shard.bytes, index=index)
+        elif self.verify and index not in self._verified:
             self._check(index, path)
         if index in self._unreadable:
             raise ManifestError(self._unreadable[index])
         try:
-            if _is_remote(path):
+            if local is not None:
+                pf = pq.ParquetFile(local)
+            elif _is_remote(path):
                 import fsspec
 
                 pf = pq.ParquetFile(fsspec.open(path, "rb").open())

@@ -164,7 +164,8 @@ class SequenceReader(ShardReader):
     def __init__(self, path, *, sequence_length: int, token_column: str = "tokens", eos_id: int | None = None,
                  rank: int | None = None, world_size: int | None = None, seed: int = 0, shuffle: bool = True,
                  window_bytes: int | None = WINDOW_BYTES, window: int | None = None, lanes: int = 1,
-                 policy: str = "drop", verify: bool = False, epoch: int = 0):
+                 policy: str = "drop", verify: bool = False, epoch: int = 0,
+                 cache_dir=None, cache_limit_bytes: int | None = None):
         if int(sequence_length) < 1:
             raise LoaderError(f"sequence_length must be >= 1, got {sequence_length}")
         self.sequence_length = int(sequence_length)
@@ -173,11 +174,12 @@ class SequenceReader(ShardReader):
         self._layout: TokenLayout | None = None
         super().__init__(path, rank=rank, world_size=world_size, seed=seed, shuffle=shuffle,
                          window_bytes=window_bytes, window=window, lanes=lanes, policy=policy,
-                         columns=[token_column], verify=verify, epoch=epoch)
+                         columns=[token_column], verify=verify, epoch=epoch, cache_dir=cache_dir,
+                         cache_limit_bytes=cache_limit_bytes)
 
     def _open(self, path, columns, verify) -> Source:
         """The build, checked for a token column, with its tokens counted per row group."""
-        source = Source(path, verify=verify)
+        source = Source(path, verify=verify, **self._cache)
         t = check_token_column(source, self.token_column)
         source.columns = list(columns)
         self.dtype = np.dtype(t.value_type.to_pandas_dtype())
