@@ -12,7 +12,6 @@ import os
 import threading
 import time
 
-import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
@@ -115,3 +114,144 @@ def test_second_epoch_from_cache_and_corrupt_copy_fetched_again(served, tmp_path
                                                                 batch_size=8, batched=True, lanes=2), 2, 0))
         assert hashlib.sha256(open(copy, "rb").read()).hexdigest() == sha
         assert srv.errors == []
+
+
+def test_small_budget_evicts_and_is_never_exceeded(served, tmp_path):
+    """A budget of the two largest shards: every epoch must evict, the folder stays within
+    the budget at every fetch, and the rows are still the build's."""
+    from shardforge.loaders import ShardedDataset
+
+    folder, name = served
+    facts = disk_facts(os.path.join(folder, name))
+    expected = sorted(i for _s, _b, ids in facts.values() for i in ids)
+    sizes = sorted(b for _s, b, ids in facts.values() if ids)
+    budget = sizes[-1] + sizes[-2]
+    cache = str(tmp_path / "cache")
+    seen: list[int] = []
+    with FileServer(folder, on_request=lambda m, p, r: seen.append(cache_bytes(cache))) as srv:
+        ds = ShardedDataset(f"{srv.url}/{name}", seed=1, batch_size=8, batched=True, lanes=2,
+                            cache_dir=cache, cache_limit_bytes=budget)
+        for epoch in range(2):
+            assert sorted(epoch_ids(ds, epoch)) == expected
+            assert cache_bytes(cache) <= budget
+        fetched = [p for m, p, r in srv.log if m == "GET" and p.endswith(".parquet") and r is None]
+        assert len(fetched) > len(sizes)          # evicted copies were fetched again in epoch 2
+        assert len(seen) == len(srv.log) and max(seen) <= budget
+        assert srv.errors == []
+    left = {n for n in os.listdir(cache) if n.endswith(".parquet")}
+    assert left and left <= {f"{s}.parquet" for s, _b, _i in facts.values()}
+
+
+def _shards(folder: str, name: str, url: str):
+    """(url, sha256, bytes) of the build's non-empty shards, from its manifest file."""
+    m = json.load(open(os.path.join(folder, name, "manifest.json")))
+    return [(f"{url}/{name}/{s['file']}", s["sha256"], s["bytes"]) for s in m["shards"] if s["rows"]]
+
+
+def test_lru_order(served, tmp_path):
+    """Room for two of three shards: opening A, B, A, C evicts B (least recently opened), not A."""
+    from shardforge.loaders.cache import ShardCache
+
+    folder, name = served
+    with FileServer(folder) as srv:
+        a, b, c = sorted(_shards(folder, name, srv.url), key=lambda s: s[2])[:3]
+        cache = ShardCache(str(tmp_path / "c"), a[2] + b[2] + c[2] - min(a[2], b[2], c[2]) // 2)
+        for i, (url, sha, size) in enumerate([a, b, a, c]):
+            f = cache.open(url, sha, size, index=i)
+            assert hashlib.sha256(f.read()).hexdigest() == sha
+            f.close()
+            assert cache.usage() <= cache.limit
+        left = {n[:-len(".parquet")] for n in os.listdir(cache.root) if n.endswith(".parquet")}
+        assert left == {a[1], c[1]}
+        assert [os.path.basename(p) for p in srv.requests(".parquet")] == \
+            [os.path.basename(u) for u, _s, _b in (a, b, c)]
+
+
+def test_concurrent_readers_fetch_once(served, tmp_path):
+    """Four threads open one shard at once (the server holds the response so they overlap):
+    one GET, and every thread reads the whole, right file."""
+    from shardforge.loaders.cache import ShardCache
+
+    folder, name = served
+    hold = threading.Event()
+
+    def slow(method, path, rng):
+        if method == "GET" and path.endswith(".parquet"):
+            hold.wait(5)
+
+    with FileServer(folder, on_request=slow) as srv:
+        url, sha, size = _shards(folder, name, srv.url)[0]
+        cache = ShardCache(str(tmp_path / "c"), size)
+        got: list[str] = []
+
+        def reader():
+            f = cache.open(url, sha, size, index=0)
+            got.append(hashlib.sha256(f.read()).hexdigest())
+
+        threads = [threading.Thread(target=reader) for _ in range(4)]
+        for t in threads:
+            t.start()
+        while not srv.requests(".parquet"):      # the first fetch is at the server
+            time.sleep(0.01)
+        time.sleep(0.2)                          # the others are waiting on its lock
+        hold.set()
+        for t in threads:
+            t.join()
+        assert got == [sha] * 4
+        assert len(srv.requests(".parquet")) == 1
+
+
+def test_stale_reservation_is_reclaimed(served, tmp_path):
+    """A reservation left by a killed fetch (no lock held) does not block the budget."""
+    from shardforge.loaders.cache import ShardCache
+
+    folder, name = served
+    with FileServer(folder) as srv:
+        url, sha, size = _shards(folder, name, srv.url)[0]
+        cache = ShardCache(str(tmp_path / "c"), size)
+        os.makedirs(cache.root)
+        stale = os.path.join(cache.root, f"{'0' * 64}.{size}.part")
+        open(stale, "wb").close()
+        f = cache.open(url, sha, size, index=0)
+        assert hashlib.sha256(f.read()).hexdigest() == sha
+        assert not os.path.exists(stale) and cache.usage() == size
+
+
+def test_shard_larger_than_budget_is_an_error(served, tmp_path):
+    from shardforge.loaders import LoaderError, ShardReader
+
+    folder, name = served
+    facts = disk_facts(os.path.join(folder, name))
+    with FileServer(folder) as srv:
+        with pytest.raises(LoaderError, match=r"shard \d+ of .* has \d+ bytes, more than cache_limit_bytes=1000"):
+            ShardReader(f"{srv.url}/{name}", cache_dir=str(tmp_path / "c"), cache_limit_bytes=1000)
+        with pytest.raises(LoaderError, match="cache_dir and cache_limit_bytes go together"):
+            ShardReader(f"{srv.url}/{name}", cache_dir=str(tmp_path / "c"))
+        ok = ShardReader(f"{srv.url}/{name}", cache_dir=str(tmp_path / "c"),
+                         cache_limit_bytes=max(b for _s, b, _i in facts.values()))
+        assert sorted(i for t in ok.iter_batches(64) for i in t.column("id").to_pylist()) == \
+            sorted(i for _s, _b, ids in facts.values() for i in ids)
+
+
+def test_token_and_mixed_datasets_read_through_the_cache(served, tmp_path):
+    """TokenDataset and MixedDataset take the same options and read the same samples as
+    from the local build; a second pass makes no shard request."""
+    from shardforge.loaders import MixedDataset, TokenDataset
+
+    folder, name = served
+    local = os.path.join(folder, name)
+    cache = str(tmp_path / "c")
+    with FileServer(folder) as srv:
+        remote = f"{srv.url}/{name}"
+        tok = dict(sequence_length=16, seed=2)
+        want = [x.tolist() for x in TokenDataset(local, **tok)]
+        ds = TokenDataset(remote, cache_dir=cache, cache_limit_bytes=10 << 20, **tok)
+        assert [x.tolist() for x in ds] == want
+        n = len(srv.requests(".parquet"))
+        assert [x.tolist() for x in ds] == want and len(srv.requests(".parquet")) == n
+        mix = dict(seed=4, columns=["id"])
+        want = [int(s["id"]) for s in MixedDataset([(local, 0.5), (local, 0.5)], **mix)]
+        got = [int(s["id"]) for s in MixedDataset([(remote, 0.5), (local, 0.5)], cache_dir=cache,
+                                                  cache_limit_bytes=10 << 20, **mix)]
+        assert got == want
+        assert len(srv.requests(".parquet")) == n     # shards already cached (shared by content)
