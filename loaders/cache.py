@@ -187,6 +187,8 @@ class ShardCache:
                     open(os.path.join(self.root, f"{sha256}.{size}.part"), "wb").close()
                     return
             # the budget is held by fetches in progress: wait for one to finish (its lock)
+            if wait_for is None:     # cannot happen while size <= limit: every byte is a copy or a fetch
+                raise RuntimeError(f"shard cache {self.root}: no room for {size} bytes and nothing to wait for")
             with _flock(os.path.join(self.root, f"{wait_for}.lock")):
                 pass
 

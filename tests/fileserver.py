@@ -1,5 +1,5 @@
 """A real HTTP file server on 127.0.0.1 for a test: serves one folder (GET with single
-byte ranges, HEAD), logs every request, and calls `on_request(method, path, range)` before
+byte ranges, HEAD; optionally one truncated response per named file), logs every request, and calls `on_request(method, path, range)` before
 answering (the test's own check, run in the server thread)."""
 from __future__ import annotations
 
@@ -15,8 +15,9 @@ class FileServer:
     """`with FileServer(folder) as srv:` serves `folder` at `srv.url`; `srv.log` is a list of
     (method, path, range header) for every request, in arrival order."""
 
-    def __init__(self, folder: str, on_request=None):
+    def __init__(self, folder: str, on_request=None, truncate=()):
         self.folder = os.path.abspath(folder)
+        self.truncate = set(truncate)    # file names whose next whole GET stops halfway
         self.on_request = on_request
         self.log: list[tuple[str, str, str | None]] = []
         self.errors: list[BaseException] = []
@@ -66,6 +67,12 @@ class FileServer:
                 if status == 206:
                     self.send_header("Content-Range", f"bytes {start}-{stop - 1}/{len(data)}")
                 self.end_headers()
+                if body and status == 200 and os.path.basename(local) in outer.truncate:
+                    outer.truncate.discard(os.path.basename(local))
+                    self.wfile.write(data[:len(data) // 2])     # promised all, sent half
+                    self.wfile.flush()
+                    self.close_connection = True
+                    return
                 if body:
                     self.wfile.write(data[start:stop])
 

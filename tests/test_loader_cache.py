@@ -255,3 +255,21 @@ def test_token_and_mixed_datasets_read_through_the_cache(served, tmp_path):
                                                   cache_limit_bytes=10 << 20, **mix)]
         assert got == want
         assert len(srv.requests(".parquet")) == n     # shards already cached (shared by content)
+
+
+def test_interrupted_fetch_leaves_no_copy(served, tmp_path):
+    """A download cut off halfway fails the read and leaves neither a copy nor a reservation;
+    the next read fetches the shard whole."""
+    from shardforge.loaders.cache import ShardCache
+
+    folder, name = served
+    with FileServer(folder) as srv:
+        url, sha, size = _shards(folder, name, srv.url)[0]
+        srv.truncate.add(os.path.basename(url))
+        cache = ShardCache(str(tmp_path / "c"), size)
+        with pytest.raises(Exception):          # the transport's error (aiohttp: payload not completed)
+            cache.open(url, sha, size, index=0)
+        assert [n for n in os.listdir(cache.root) if not n.endswith(".lock")] == []
+        f = cache.open(url, sha, size, index=0)
+        assert hashlib.sha256(f.read()).hexdigest() == sha
+        assert len(srv.requests(".parquet")) == 2
