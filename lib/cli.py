@@ -2,7 +2,7 @@
 
 Data subcommands (pipeline, ingest, clean, redact, dedup, build-shards) run the
 job of the same name in `jobs/` (each also runs alone under spark-submit).
-`inspect` and `verify` read a build's manifest and need neither Spark nor Java.
+`inspect`, `verify` and `export-webdataset` read a build and need neither Spark nor Java.
 Exit codes: 0 success, 2 bad usage, input or config, 3 a build that fails verification (a
 data-contract violation), 1 anything else.
 """
@@ -87,6 +87,19 @@ def cmd_verify(args) -> int:
     return 0
 
 
+def cmd_export_webdataset(args) -> int:
+    from .wdsexport import export_webdataset
+
+    m = export_webdataset(args.build, args.out)
+    print(f"export-webdataset: {len(m['tars'])} tars, {m['total_rows']} rows, build {m['build_id']} -> "
+          f"{args.out}/manifest.json")
+    return 0
+
+
+def _one_line(exc: Exception) -> str:
+    return " ".join(str(exc).split())
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     ap = argparse.ArgumentParser(prog="shardforge", description=__doc__.splitlines()[0])
@@ -101,6 +114,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ver = sub.add_parser("verify", help="re-check every shard's size and sha256 (exit 3 on mismatch)")
     ver.add_argument("path", help="build folder or its manifest.json")
     ver.add_argument("--conf", help=argparse.SUPPRESS)
+    exp = sub.add_parser("export-webdataset", help="write the build as WebDataset tars, one per shard, and a manifest")
+    exp.add_argument("build", help="build folder or its manifest.json (local path or fsspec URL)")
+    exp.add_argument("out", help="local folder for the tars and their manifest.json")
     if argv and argv[0] in JOBS:
         module = importlib.import_module(JOBS[argv[0]][0])
         return module.main(argv[1:])
@@ -110,9 +126,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     from .manifest import ManifestError
     from .storage import explain
+    from .wdsexport import ExportError
 
+    commands = {"inspect": cmd_inspect, "verify": cmd_verify, "export-webdataset": cmd_export_webdataset}
     try:
-        return cmd_inspect(args) if args.command == "inspect" else cmd_verify(args)
+        return commands[args.command](args)
+    except ExportError as exc:
+        print(f"shardforge {args.command}: error: {_one_line(exc)}", file=sys.stderr)
+        return exc.code
     except ManifestError as exc:
         print(f"shardforge {args.command}: error: {exc}", file=sys.stderr)
         return 2
