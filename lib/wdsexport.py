@@ -149,7 +149,11 @@ def export_shard(m: Manifest, index: int, out: str) -> dict[str, Any]:
     with open(tmp, "wb") as fh:
         with tarfile.open(fileobj=fh, mode="w", format=tarfile.USTAR_FORMAT) as tar:
             for g in range(pf.num_row_groups):
-                for key, members in _samples(pf.read_row_group(g), index, rows):
+                try:
+                    table = pf.read_row_group(g)
+                except (OSError, ValueError) as exc:      # bytes that match the manifest but do not decode
+                    raise ExportError(f"shard {index} row group {g} cannot be read: {exc}", code=3) from None
+                for key, members in _samples(table, index, rows):
                     for ext, data in members:
                         _add(tar, f"{key}.{ext}", data)
                 rows += pf.metadata.row_group(g).num_rows

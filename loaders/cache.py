@@ -37,7 +37,13 @@ from shardforge.manifest import ManifestError
 
 _PART = re.compile(r"^([0-9a-f]{64})\.(\d+)\.part$")
 _COPY = re.compile(r"^([0-9a-f]{64})\.parquet$")
-_verified: set[tuple[str, str]] = set()     # (root, sha256) checked by this process
+_checked: dict[int, set[tuple[str, str]]] = {}    # pid -> (root, sha256) this process has checked
+
+
+def _verified() -> set[tuple[str, str]]:
+    """This process's checked copies (a forked DataLoader worker starts with none: it does not
+    trust its parent's checks)."""
+    return _checked.setdefault(os.getpid(), set())
 
 
 @contextmanager
@@ -103,35 +109,36 @@ class ShardCache:
         size, fetched (once per machine) if the cache has no good copy. Raises ManifestError
         when the remote file is missing or its bytes differ from the manifest."""
         os.makedirs(self.root, exist_ok=True)
-        f = self._hit(sha256, size)
+        f = self._hit(sha256, size, remove_bad=False)
         if f is not None:
             return f
         with _flock(os.path.join(self.root, f"{sha256}.lock")):
-            f = self._hit(sha256, size)          # fetched by another process meanwhile?
+            # fetched by another process meanwhile? (a bad copy is removed only here, under the
+            # lock that every rename into place holds, so a fresh good copy is never removed)
+            f = self._hit(sha256, size, remove_bad=True)
             if f is not None:
                 return f
             self._reserve(sha256, size, index=index)
             return self._fetch(url, sha256, size, index=index)
 
     # -- internals ------------------------------------------------------------
-    def _hit(self, sha256: str, size: int) -> pa.MemoryMappedFile | None:
-        """The copy, checked if this process has not checked it yet; a bad copy is removed."""
+    def _hit(self, sha256: str, size: int, *, remove_bad: bool) -> pa.MemoryMappedFile | None:
+        """The copy, checked if this process has not checked it yet; None if there is none or
+        it is bad (then removed if `remove_bad`)."""
         path = self.path_of(sha256)
         try:
             f = pa.memory_map(path, "r")
         except FileNotFoundError:
             return None
         _touch(path)
-        if (self.root, sha256) in _verified:
+        if (self.root, sha256) in _verified():
             return f
         if f.size() == size and _sha256_of(f) == sha256:
-            _verified.add((self.root, sha256))
+            _verified().add((self.root, sha256))
             return f
         f.close()
-        try:                                     # corrupt: drop it, the caller fetches again
-            os.unlink(path)
-        except FileNotFoundError:
-            pass
+        if remove_bad:                           # corrupt: drop it, the caller fetches again
+            _unlink(path)
         return None
 
     def _entries(self):
@@ -218,7 +225,7 @@ class ShardCache:
             os.rename(part, self.path_of(sha256))
         finally:
             _unlink(part)
-        _verified.add((self.root, sha256))
+        _verified().add((self.root, sha256))
         f = pa.memory_map(self.path_of(sha256), "r")
         _touch(self.path_of(sha256))
         return f

@@ -273,3 +273,4 @@ def test_interrupted_fetch_leaves_no_copy(served, tmp_path):
         f = cache.open(url, sha, size, index=0)
         assert hashlib.sha256(f.read()).hexdigest() == sha
         assert len(srv.requests(".parquet")) == 2
+
