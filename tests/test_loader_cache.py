@@ -212,8 +212,12 @@ def test_stale_reservation_is_reclaimed(served, tmp_path):
         os.makedirs(cache.root)
         stale = os.path.join(cache.root, f"{'0' * 64}.{size}.part")
         open(stale, "wb").close()
-        f = cache.open(url, sha, size, index=0)
-        assert hashlib.sha256(f.read()).hexdigest() == sha
+        got: list = []
+        t = threading.Thread(target=lambda: got.append(cache.open(url, sha, size, index=0)), daemon=True)
+        t.start()
+        t.join(30)                  # a liveness guard (a wrong cache waits forever), not a timing check
+        assert not t.is_alive(), "the fetch is still waiting for room held by a dead reservation"
+        assert hashlib.sha256(got[0].read()).hexdigest() == sha
         assert not os.path.exists(stale) and cache.usage() == size
 
 
