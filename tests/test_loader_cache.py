@@ -278,3 +278,30 @@ def test_interrupted_fetch_leaves_no_copy(served, tmp_path):
         assert hashlib.sha256(f.read()).hexdigest() == sha
         assert len(srv.requests(".parquet")) == 2
 
+
+
+def test_s3_build_is_cached(served, s3_server, tmp_path):
+    """The same cache over s3:// (moto's S3 API on 127.0.0.1): after one epoch with two workers
+    the shard objects are deleted from the bucket, and the second epoch still reads every row."""
+    from s3server import BUCKET, restore_env, s3fs_client, set_env
+
+    from shardforge.loaders import ShardedDataset
+
+    folder, name = served
+    facts = disk_facts(os.path.join(folder, name))
+    expected = sorted(i for _s, _b, ids in facts.values() for i in ids)
+    fs = s3fs_client(s3_server)
+    prefix = f"{BUCKET}/cache-test-{os.getpid()}"
+    fs.put(os.path.join(folder, name), f"{prefix}/{name}", recursive=True)
+    old = set_env(s3_server.env)
+    try:
+        ds = ShardedDataset(f"s3://{prefix}/{name}", seed=7, batch_size=8, batched=True, lanes=2,
+                            cache_dir=str(tmp_path / "c"), cache_limit_bytes=sum(b for _s, b, _i in facts.values()))
+        assert sorted(epoch_ids(ds, 0)) == expected
+        parts = fs.glob(f"{prefix}/{name}/*/part-*.parquet")
+        assert len(parts) == len(SIZES)
+        fs.rm(parts)
+        assert sorted(epoch_ids(ds, 1)) == expected
+    finally:
+        restore_env(old)
+        fs.rm(prefix, recursive=True)
