@@ -91,19 +91,6 @@ class ShardCache:
         """Bytes of copies and reservations in the folder now (what the budget bounds)."""
         return sum(size for _name, size, _kind in self._entries())
 
-    def cached_metadata(self, sha256: str, size: int):
-        """The Parquet footer of the local copy, if there is one of the right size (not
-        hashed: a caller compares it with the manifest); None otherwise."""
-        import pyarrow.parquet as pq
-
-        path = self.path_of(sha256)
-        try:
-            if os.stat(path).st_size != size:
-                return None
-            return pq.read_metadata(path)
-        except (OSError, ValueError):
-            return None
-
     def open(self, url: str, sha256: str, size: int, *, index: int) -> pa.MemoryMappedFile:
         """A memory-mapped local copy of the shard at `url` whose bytes have this sha256 and
         size, fetched (once per machine) if the cache has no good copy. Raises ManifestError
