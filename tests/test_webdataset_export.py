@@ -198,3 +198,13 @@ def test_open_clip_style_pipeline(build, tmp_path):
             img = Image.open(io.BytesIO(row["image"])).convert("RGB")
             want.append((img.size, img.tobytes(), row["text"]))
     assert got == want and len(want) >= 4
+
+
+def test_image_bytes_that_are_no_image_exit_2(tmp_path, capsys):
+    bad = pa.table({"id": pa.array(["a", "b"]), "text": pa.array(["x", "y"]),
+                    "image": pa.array([_image("PNG", 1), b"plain bytes, not an image"], pa.binary())})
+    write_build(str(tmp_path / "b"), [bad])
+    code, err = _run(["export-webdataset", str(tmp_path / "b"), str(tmp_path / "o")], capsys)
+    assert code == 2 and err.count("\n") == 1
+    assert "shard 0 row 1: the image column holds bytes that are not JPEG, PNG, WebP or GIF" in err
+    assert not os.path.exists(tmp_path / "o" / "manifest.json")
