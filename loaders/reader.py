@@ -69,7 +69,7 @@ class ShardReader:
             raise LoaderError(f"window_bytes must be >= 1, got {window_bytes}")
         if int(lanes) < 1:
             raise LoaderError(f"lanes must be >= 1, got {lanes}")
-        self._cache = {"cache_dir": cache_dir, "cache_limit_bytes": cache_limit_bytes}
+        self._cache_options = {"cache_dir": cache_dir, "cache_limit_bytes": cache_limit_bytes}
         self.source = self._open(path, columns, verify)
         self.rank, self.world_size = int(rank), int(world_size)
         self.seed, self.shuffle, self.policy = int(seed), bool(shuffle), policy
@@ -95,7 +95,7 @@ class ShardReader:
         return env_rank_world()
 
     def _open(self, path, columns, verify) -> Source:
-        return Source(path, columns=columns, verify=verify, **self._cache)
+        return Source(path, columns=columns, verify=verify, **self._cache_options)
 
     def _pass_chunk(self) -> int | None:
         """The batch size this reader's passes use, when known before reading."""

@@ -179,7 +179,7 @@ class SequenceReader(ShardReader):
 
     def _open(self, path, columns, verify) -> Source:
         """The build, checked for a token column, with its tokens counted per row group."""
-        source = Source(path, verify=verify, **self._cache)
+        source = Source(path, verify=verify, **self._cache_options)
         t = check_token_column(source, self.token_column)
         source.columns = list(columns)
         self.dtype = np.dtype(t.value_type.to_pandas_dtype())

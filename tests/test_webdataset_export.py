@@ -208,3 +208,17 @@ def test_image_bytes_that_are_no_image_exit_2(tmp_path, capsys):
     assert code == 2 and err.count("\n") == 1
     assert "shard 0 row 1: the image column holds bytes that are not JPEG, PNG, WebP or GIF" in err
     assert not os.path.exists(tmp_path / "o" / "manifest.json")
+
+
+def test_export_of_a_build_served_over_http_is_the_same(build, tmp_path):
+    """BUILD may be an fsspec URL: the export of the build served on 127.0.0.1 equals the local one."""
+    from fileserver import FileServer
+
+    local, remote = str(tmp_path / "local"), str(tmp_path / "remote")
+    export(build, local)
+    folder = os.path.dirname(build)
+    with FileServer(folder) as srv:
+        export(f"{srv.url}/{os.path.basename(build)}", remote)
+        assert srv.requests(".parquet")
+    for n in sorted(os.listdir(local)):
+        assert open(os.path.join(local, n), "rb").read() == open(os.path.join(remote, n), "rb").read(), n
