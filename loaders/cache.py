@@ -200,6 +200,10 @@ class ShardCache:
         try:
             fs, rpath = fsspec.core.url_to_fs(url)
             try:
+                remote = fs.size(rpath)          # a file of another size is refused before it lands here
+                if remote is not None and int(remote) != size:
+                    raise ManifestError(f"checksum mismatch for shard {index} ({url}): {remote} bytes "
+                                        f"!= manifest {size} bytes")
                 fs.get_file(rpath, part)
             except FileNotFoundError:
                 raise ManifestError(f"shard {index} is missing: {url}") from None

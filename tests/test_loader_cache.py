@@ -305,3 +305,25 @@ def test_s3_build_is_cached(served, s3_server, tmp_path):
     finally:
         restore_env(old)
         fs.rm(prefix, recursive=True)
+
+
+def test_remote_bytes_that_differ_from_the_manifest_are_not_cached(served, tmp_path):
+    """A remote file of another size is refused before it is fetched; one of the right size
+    with other bytes is fetched, fails its sha256 and is dropped; a missing one is named.
+    Nothing is left in the cache."""
+    from shardforge.manifest import ManifestError
+    from shardforge.loaders.cache import ShardCache
+
+    folder, name = served
+    with FileServer(folder) as srv:
+        (url, sha, size), (url2, sha2, size2) = _shards(folder, name, srv.url)[:2]
+        cache = ShardCache(str(tmp_path / "c"), max(size, size2))
+        with pytest.raises(ManifestError, match=rf"checksum mismatch for shard 7 .*: {size2} bytes != manifest {size}"):
+            cache.open(url2, sha, size, index=7)
+        assert srv.requests(".parquet") == []                 # only a HEAD: nothing downloaded
+        with pytest.raises(ManifestError, match=rf"checksum mismatch for shard 7 .*sha256 {sha} .*!= manifest {'0' * 64}"):
+            cache.open(url, "0" * 64, size, index=7)
+        assert len(srv.requests(".parquet")) == 1
+        with pytest.raises(ManifestError, match="shard 7 is missing"):
+            cache.open(url + ".gone", sha, size, index=7)
+        assert [n for n in os.listdir(cache.root) if not n.endswith(".lock")] == []
