@@ -51,6 +51,11 @@ def shard_gets(srv) -> list[str]:
     return [os.path.basename(p) for p in srv.requests(".parquet")]
 
 
+def shard_requests(srv) -> list[str]:
+    """Every request for a shard file, whatever the method (GET, HEAD)."""
+    return [os.path.basename(p) for m, p, _r in list(srv.log) if p.endswith(".parquet")]
+
+
 def epoch_ids(ds, epoch: int, workers: int = 2) -> list[int]:
     from torch.utils.data import DataLoader
 
@@ -89,10 +94,10 @@ def test_second_epoch_from_cache_and_corrupt_copy_fetched_again(served, tmp_path
         assert sorted(whole) == sorted(n for n, (_s, _b, ids) in facts.items() if ids)
         assert all(r is None for m, p, r in srv.log[before:] if p.endswith(".parquet"))
         assert fetching == [True] * len(whole)    # each fetch wrote a reservation, never the copy's name
-        n1 = len(shard_gets(srv))
+        n1 = len(shard_requests(srv))
         second = epoch_ids(ds, 1)
         assert sorted(second) == expected
-        assert shard_gets(srv)[n1:] == []                    # epoch 2: no shard request at all
+        assert shard_requests(srv)[n1:] == []                # epoch 2: no shard request at all
         assert max(peaks) <= budget and cache_bytes(cache) <= budget
         assert srv.errors == []
 
