@@ -9,7 +9,8 @@ shard never collides with the old one. Promises:
   into place (atomic on one filesystem) only after its size and sha256 match the manifest.
 * A cached copy is checked against the manifest's sha256 the first time each process opens
   it (a sequential local read at hashing speed); a copy that fails is removed and fetched
-  again. A copy this process fetched was hashed while it was written and is not read twice.
+  again. A copy this process fetched was hashed once, before its rename, and is not hashed
+  again by this process.
 * The files in `root` (copies plus reservations of fetches in progress) never add up to more
   than `limit_bytes`: a fetch first reserves its size under a lock on `root/.lock`, evicting
   the least recently opened copies (by mtime, set on every open), or waits for fetches in
@@ -207,17 +208,16 @@ class ShardCache:
                 fs.get_file(rpath, part)
             except FileNotFoundError:
                 raise ManifestError(f"shard {index} is missing: {url}") from None
-            f = pa.memory_map(part, "r")
+            f = pa.memory_map(part, "r")     # kept open: it reads the copy even if evicted at once
             digest, got = _sha256_of(f), f.size()
-            f.close()
             if got != size or digest != sha256:
+                f.close()
                 raise ManifestError(f"checksum mismatch for shard {index} ({url}): sha256 {digest} "
                                     f"({got} bytes) != manifest {sha256} ({size} bytes)")
             os.rename(part, self.path_of(sha256))
         finally:
             _unlink(part)
         _verified().add((self.root, sha256))
-        f = pa.memory_map(self.path_of(sha256), "r")
         _touch(self.path_of(sha256))
         return f
 
