@@ -8,6 +8,7 @@ Shard `file` entries are relative to the manifest's folder.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import posixpath
@@ -82,11 +83,18 @@ def join(root: str, rel: str) -> str:
     return os.path.join(root, rel)
 
 
-def _open(path: str, mode: str = "rb"):
+def open_file(path: str, mode: str = "rb"):
+    """A file object of its own for `path` (a local path, file:// or any fsspec URL)."""
     if "://" in path and not path.startswith("file://"):
         import fsspec  # optional: only for remote URLs
 
-        return fsspec.open(path, mode).open()
+        fs, inner = fsspec.core.url_to_fs(path)
+        protocols = fs.protocol if isinstance(fs.protocol, (tuple, list)) else (fs.protocol,)
+        if mode == "rb" and "memory" in protocols:
+            # memory:// hands every opener the one stored file object, position included: two
+            # threads reading a shard (a decode and a checksum) would move each other's reads
+            return io.BytesIO(fs.cat_file(inner))
+        return fs.open(inner, mode)
     if path.startswith("file://"):
         path = path[len("file://"):]
     return open(path, mode)
@@ -143,7 +151,7 @@ def read_manifest(path: str) -> Manifest:
     """Open a build by its folder or its manifest.json (local path or fsspec URL)."""
     root, mpath = manifest_path(path)
     try:
-        with _open(mpath) as fh:
+        with open_file(mpath) as fh:
             raw = fh.read()
     except FileNotFoundError:
         raise ManifestError(f"{path}: no shard build here ({MANIFEST_NAME} not found)") from None
@@ -160,7 +168,7 @@ def sha256_file(path: str, chunk: int = 1 << 20) -> tuple[str, int]:
     """(hex sha256, size in bytes) of a file, read in 1 MiB chunks."""
     h = hashlib.sha256()
     n = 0
-    with _open(path) as fh:
+    with open_file(path) as fh:
         while True:
             block = fh.read(chunk)
             if not block:

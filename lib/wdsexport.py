@@ -33,7 +33,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .manifest import Manifest, ManifestError, _open, read_manifest, sha256_file, to_json
+from .manifest import Manifest, ManifestError, open_file, read_manifest, sha256_file, to_json
 
 FORMAT = "shardforge.webdataset"
 FORMAT_VERSION = 1
@@ -131,7 +131,7 @@ def _open_shard(m: Manifest, index: int) -> pq.ParquetFile:
         raise ExportError(f"checksum mismatch for shard {index} ({path}): sha256 {digest} ({size} bytes) "
                           f"!= manifest {shard.sha256} ({shard.bytes} bytes)", code=3)
     try:
-        return pq.ParquetFile(_open(path))
+        return pq.ParquetFile(open_file(path))
     except (OSError, ValueError) as exc:
         raise ExportError(f"shard {index} ({path}) is not a readable Parquet file: {exc}") from None
 

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from shardforge.manifest import Manifest, ManifestError, read_manifest, sha256_file
+from shardforge.manifest import Manifest, ManifestError, open_file, read_manifest, sha256_file
 
 from .cache import ShardCache
 from .order import Block, block_table
@@ -131,9 +131,7 @@ class Source:
         path = self.manifest.path_of(shard)
         try:
             if _is_remote(path):
-                import fsspec
-
-                with fsspec.open(path, "rb") as fh:
+                with open_file(path) as fh:
                     md = pq.read_metadata(fh)
             else:
                 md = pq.read_metadata(_local(path))
@@ -197,9 +195,7 @@ class Source:
             if local is not None:
                 pf = pq.ParquetFile(local)
             elif _is_remote(path):
-                import fsspec
-
-                pf = pq.ParquetFile(fsspec.open(path, "rb").open())
+                pf = pq.ParquetFile(open_file(path))
             else:
                 pf = pq.ParquetFile(_local(path))
         except FileNotFoundError:
