@@ -18,7 +18,11 @@ reads that record after the run (enable it with `event_log_conf(dir)`) and repor
   nested in a write command such as Delta's `save`) and returns more than
   `max_driver_rows` rows (`collect()`/`toPandas()` of data);
 - `driver-bytes`: a task whose result sent to the driver exceeds `max_result_bytes`
-  (catches RDD `collect()`s that no SQL plan shows).
+  (catches RDD `collect()`s that no SQL plan shows). The build side of a broadcast join
+  also travels through the driver; when Spark chose the broadcast itself and all of it
+  stays within `spark.sql.autoBroadcastJoinThreshold` (10 MB by default), its size does not
+  grow with the data (past the threshold Spark joins by shuffle), so it is noted
+  (`broadcast`), not a violation. A broadcast beyond the threshold (a hint) is one.
 
 Delta Lake's own metadata queries (log replay, checkpoints, statistics) touch the
 transaction log, not the data, and are reported as `exempt`. Pure Python: reading a
@@ -188,6 +192,7 @@ def check_event_log(path: str | Path, *, min_tasks: int | None = None, max_drive
     driver_accum: dict[int, int] = {}
     props: dict[str, str] = {}
     big_results: list[tuple[int, int, int]] = []
+    broadcast_bytes: dict[int, int] = {}   # stage of a broadcast exchange's collect -> bytes to the driver
     completed: set[int] = set()
     for e in read_events(path):
         ev = e.get("Event", "")
@@ -204,8 +209,11 @@ def check_event_log(path: str | Path, *, min_tasks: int | None = None, max_drive
                 driver_accum[acc_id] = value
         elif ev == "SparkListenerJobStart":
             eid = (e.get("Properties") or {}).get("spark.sql.execution.id")
+            broadcast = "broadcast exchange (runId" in (e.get("Properties") or {}).get("spark.job.tags", "")
             for sid in e.get("Stage IDs", []):
                 stage_exec[sid] = int(eid) if eid not in (None, "") else None
+                if broadcast:
+                    broadcast_bytes.setdefault(sid, 0)
             for info in e.get("Stage Infos", []):
                 stage_info.setdefault(info["Stage ID"], info)
         elif ev == "SparkListenerStageCompleted":
@@ -219,6 +227,8 @@ def check_event_log(path: str | Path, *, min_tasks: int | None = None, max_drive
                     pass
         elif ev == "SparkListenerTaskEnd" and e.get("Task Type") == "ResultTask":
             size = (e.get("Task Metrics") or {}).get("Result Size", 0)
+            if e["Stage ID"] in broadcast_bytes:
+                broadcast_bytes[e["Stage ID"]] += size
             if size > max_result_bytes:
                 big_results.append((e["Stage ID"], e["Task Info"]["Task ID"], size))
 
@@ -284,12 +294,36 @@ def check_event_log(path: str | Path, *, min_tasks: int | None = None, max_drive
         else:
             res.violations.append(Finding("few-tasks", eid, sid,
                                           f"{n_tasks} tasks < {min_tasks} reading a shuffle ({row['name']})"))
+    threshold = _size(props.get("spark.sql.autoBroadcastJoinThreshold", "10MB"))
+    res.settings["broadcast_threshold"] = threshold
+    noted: set[int] = set()
     for sid, tid, size in big_results:
         if stage_exec.get(sid) in exempt:
             continue
+        total = broadcast_bytes.get(sid)
+        if total is not None and 0 < total <= threshold:
+            if sid not in noted:
+                noted.add(sid)
+                res.notes.append(Finding("broadcast", stage_exec.get(sid), sid,
+                                         f"a broadcast join's build side, {total} bytes through the driver, within "
+                                         f"spark.sql.autoBroadcastJoinThreshold ({threshold} bytes)"))
+            continue
+        over = f" (a broadcast of {total} bytes, over the {threshold}-byte threshold)" if total is not None else ""
         res.violations.append(Finding("driver-bytes", stage_exec.get(sid), sid,
-                                      f"task {tid} sent {size} bytes to the driver"))
+                                      f"task {tid} sent {size} bytes to the driver{over}"))
     return res
+
+
+_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20, "g": 1 << 30, "gb": 1 << 30,
+          "t": 1 << 40, "tb": 1 << 40}
+
+
+def _size(text: str) -> int:
+    """A Spark byte size ("10MB", "10485760b", "-1"); -1 (broadcasts off) and unreadable give 0."""
+    m = re.fullmatch(r"\s*(-?\d+)\s*([a-zA-Z]*)\s*", str(text))
+    if not m or m.group(2).lower() not in _UNITS:
+        return 0
+    return max(0, int(m.group(1)) * _UNITS[m.group(2).lower()])
 
 
 def main(argv: list[str] | None = None) -> int:

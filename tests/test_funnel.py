@@ -45,10 +45,25 @@ def test_leaves_the_harmless_queries_alone(result):
     assert rows[1] == 1 and rows[2] == 20000 and rows[6] == 3
 
 
+def test_a_broadcast_is_bounded_by_the_threshold_and_a_hinted_one_is_not(result):
+    """Query 7: Spark broadcast a 5 MB side by itself (within autoBroadcastJoinThreshold, 10 MB):
+    its 4 tasks each send over 1 MB to the driver, a size that stops growing with the data.
+    Query 8: a broadcast hint on a 15 MB side, past the threshold: a funnel."""
+    assert 7 not in {v.execution for v in result.violations}
+    (note,) = [n for n in result.notes if n.kind == "broadcast"]
+    assert note.execution == 7 and "within spark.sql.autoBroadcastJoinThreshold (10485760 bytes)" in note.detail
+    hinted = [v for v in result.violations if v.execution == 8]
+    assert len(hinted) == 4 and {v.kind for v in hinted} == {"driver-bytes"}
+    assert all("over the 10485760-byte threshold" in v.detail for v in hinted)
+    # with broadcasts turned off (-1) nothing is exempt: both are driver traffic
+    assert funnel._size("-1") == 0 and funnel._size("10MB") == funnel._size("10485760b") == 10 << 20
+
+
 def test_settings_come_from_the_run(result):
     assert result.settings["shuffle_partitions"] == 4
     assert result.settings["aqe_coalesce_partitions"] is False
     assert result.settings["min_tasks"] == 4
+    assert result.settings["broadcast_threshold"] == 10 << 20
 
 
 def test_thresholds_are_parameters():
