@@ -41,6 +41,41 @@ def run(cmd: list[str], log: Path, *, cwd: Path, env: dict[str, str], timeout: f
     return text
 
 
+class Background:
+    """One spark-submit running in the background; `wait()` fails the test with its log's tail
+    unless it exits 0, and returns the seconds it ran."""
+
+    def __init__(self, cmd: list[str], log: Path, *, cwd: Path, env: dict[str, str]):
+        self.cmd, self.log, self.t0 = cmd, log, time.monotonic()
+        self._out = log.open("w")
+        self.proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=self._out, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL)
+        self.seconds: float | None = None
+
+    def wait(self, timeout: float = 1200) -> float:
+        try:
+            rc = self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            rc = self.proc.wait()
+        finally:
+            self._out.close()
+        if self.seconds is None:
+            self.seconds = time.monotonic() - self.t0
+            print(f"{self.log.name}: exit {rc} after {self.seconds:.0f} s")
+        if rc != 0:
+            pytest.fail(f"{self.log.name}: spark-submit failed ({rc}):\n" +
+                        "\n".join(self.log.read_text(errors="replace").splitlines()[-60:]))
+        return self.seconds
+
+    def stop(self) -> None:
+        """Kill it if a failed test left it running."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        self._out.close()
+
+
 def shard_sums(manifest: dict, read) -> dict[str, str]:
     """{shard file name: sha256 of its bytes, as `read(relative file)` returns them}, each checked
     against the manifest's own record."""
