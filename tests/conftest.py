@@ -14,6 +14,19 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 
+# The modules that take minutes (spark-submit runs, clusters), longest first. `make test` runs
+# the suite on 2 xdist workers, a module at a time (--dist loadfile), handing modules out in
+# collection order: starting the long ones first keeps one of them from running alone at the end.
+LONG_FIRST = ("test_cluster.py", "test_yarn.py", "test_resume.py", "test_s3.py", "test_conf_files.py",
+              "test_privacy.py", "test_dedup_stage.py", "test_incremental.py", "test_shards.py",
+              "test_download_resume.py", "test_runner.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    rank = {name: i for i, name in enumerate(LONG_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))   # stable: order within a module kept
+
+
 def pytest_configure(config):
     config.addinivalue_line("markers", "slow: takes more than a few seconds (CI runs them all)")
     config.addinivalue_line("markers", "cluster: starts a Spark standalone cluster on 127.0.0.1")
@@ -48,10 +61,12 @@ def spark(tmp_path_factory):
 def minihadoop(tmp_path_factory):
     """One real HDFS + YARN for the whole test session: Hadoop's MiniDFSCluster and
     MiniYARNCluster (from Maven Central, `make jars`) in a JVM of their own, on 127.0.0.1,
-    one NodeManager offering 4 GB and 4 vcores."""
+    one NodeManager offering 8 GB and 8 vcores: room for the YARN tests' two applications at
+    once (each an application master and two executors of under 1 GB; YARN accounts the
+    memory, the JVMs use less)."""
     from shardforge.minihadoop import MiniHadoop
 
-    h = MiniHadoop(str(tmp_path_factory.mktemp("minihadoop")), memory_mb=4096, vcores=4).start()
+    h = MiniHadoop(str(tmp_path_factory.mktemp("minihadoop")), memory_mb=8192, vcores=8).start()
     yield h
     h.stop()
 

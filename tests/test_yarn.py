@@ -19,12 +19,12 @@ from pathlib import Path
 import pytest
 
 from shardforge import cluster, packaging
-from submit import ROOT, clean_env, conf_args, local_shards, run, shard_sums
+from submit import ROOT, Background, clean_env, conf_args, local_shards, shard_sums
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
 SAMPLE = ROOT / "data" / "sample" / "docs.jsonl"
-# sized for the one-NodeManager mini cluster (4 GB) on a 2-core machine
+# sized for the one-NodeManager mini cluster (8 GB accounted, both deploy modes at once) on a 2-core machine
 RESOURCES = {
     "spark.executor.instances": "2", "spark.executor.cores": "1", "spark.executor.memory": "512m",
     "spark.executor.memoryOverhead": "384m", "spark.driver.memory": "768m", "spark.yarn.am.memory": "384m",
@@ -54,7 +54,7 @@ def yarn(minihadoop, tmp_path_factory):
     py_files = ",".join(str(Path(p).relative_to(work)) for p in packaging.py_files(dist["zip"].parent))
     env = clean_env(minihadoop.env())
 
-    def submit(mode: str, output: str) -> str:
+    def submit(mode: str, output: str) -> Background:
         conf = {**RESOURCES, "spark.pyspark.python": py, "spark.pyspark.driver.python": py,
                 "spark.yarn.jars": f"local:{cluster.spark_home()}/jars/*",   # Spark is installed on the "nodes"
                 "spark.app.name": f"shardforge-{mode}"}
@@ -65,7 +65,7 @@ def yarn(minihadoop, tmp_path_factory):
                "--py-files", py_files, *conf_args(conf),
                "dist/shardforge_submit.py", "pipeline", "--conf", job_conf,
                "--input", "hdfs:///data/docs.jsonl", "--output", output]
-        return run(cmd, work / f"{mode}.log", cwd=work, env=env)
+        return Background(cmd, work / f"{mode}.log", cwd=work, env=env)
 
     return work, submit
 
@@ -83,15 +83,27 @@ def _home(output: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def client_run(yarn) -> str:
-    yarn[1]("client", "client-out")
-    return "client-out"
+def runs(yarn) -> dict[str, str]:
+    """Both deploy modes submitted at once, as two users would: the NodeManager offers room for
+    both applications, and the two runs' waits on YARN overlap. {mode: output}."""
+    started = {mode: (yarn[1](mode, f"{mode}-out"), f"{mode}-out") for mode in ("client", "cluster")}
+    try:
+        for job, _ in started.values():
+            job.wait()
+    finally:
+        for job, _ in started.values():
+            job.stop()
+    return {mode: out for mode, (_, out) in started.items()}
 
 
 @pytest.fixture(scope="module")
-def cluster_run(yarn) -> str:
-    yarn[1]("cluster", "cluster-out")
-    return "cluster-out"
+def client_run(runs) -> str:
+    return runs["client"]
+
+
+@pytest.fixture(scope="module")
+def cluster_run(runs) -> str:
+    return runs["cluster"]
 
 
 def _check_run(minihadoop, spark, reference_run, work: Path, output: str, log: str, mode: str) -> dict:
