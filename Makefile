@@ -6,6 +6,9 @@ PY     := $(VENV)/bin/python
 JARS   ?= .jars
 HADOOP_JARS ?= .hadoop-jars
 PYTEST_ARGS ?=
+# `make test` runs the suite on this many pytest-xdist workers, a test module at a time (the
+# long modules start first: tests/conftest.py); TEST_WORKERS=0 runs it in one process.
+TEST_WORKERS ?= 2
 export SHARDFORGE_JARS := $(abspath $(JARS))
 export SHARDFORGE_HADOOP_JARS := $(abspath $(HADOOP_JARS))
 export SPARK_LOCAL_IP ?= 127.0.0.1
@@ -52,7 +55,7 @@ demo: setup
 	$(PY) -m shardforge.jobs.demo --conf conf/demo.toml --output out/demo
 
 test: setup
-	$(PY) -m pytest tests $(PYTEST_ARGS)
+	$(PY) -m pytest tests -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 test-stress: setup
 	PYTHON=$(PY) PYTEST_ARGS="$(PYTEST_ARGS)" .ci/stress

