@@ -28,7 +28,8 @@ PACKAGE_DIR.update({"shardforge." + p: "lib/" + p.replace(".", "/") for p in fin
 SPARK = ["pyspark==4.2.0", "delta-spark==4.4.0", "pandas>=2.2,<3", "requests>=2.31", "pillow>=10",
          "tokenizers==0.23.3"]  # pinned: token ids (and so shard bytes) depend on its version
 # Web inputs and quality: versions pinned where they decide output bytes (extracted text, language)
-WEB = ["resiliparse==2.0.0", "fastwarc==2.0.0", "py3langid==0.4.0", "zstandard>=0.22", "ftfy>=6.1"]
+# spacy: the quality rules' English word tokenizer (datatrove's), pinned: its rules decide word counts
+WEB = ["resiliparse==2.0.0", "fastwarc==2.0.0", "py3langid==0.4.0", "zstandard>=0.22", "ftfy>=6.1", "spacy==3.8.18"]
 # Only for bench/extract.py and bench/langid.py (the libraries measured against the chosen ones)
 BENCH = ["trafilatura==2.3.1", "lingua-language-detector==2.1.1"]
 TORCH = ["torch>=2.2"]

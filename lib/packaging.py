@@ -41,7 +41,7 @@ LAYOUT = {"shardforge": "lib", "shardforge.jobs": "jobs", "shardforge.loaders": 
 # what executors import: the stages' kernels (web inputs, extraction, language ID and text
 # repair included), pinned to the versions here because several decide output bytes
 RUNTIME = ("numpy", "pyarrow", "pandas", "requests", "pillow", "xxhash", "tokenizers", "fsspec",
-           "charset-normalizer", "ftfy", "py3langid", "resiliparse", "fastwarc", "zstandard")
+           "charset-normalizer", "ftfy", "py3langid", "resiliparse", "fastwarc", "zstandard", "spacy")
 _FIXED_TIME = (1980, 1, 1, 0, 0, 0)
 _SKIP_DIRS = {"__pycache__", ".pytest_cache", ".hypothesis"}
 

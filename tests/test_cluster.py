@@ -175,7 +175,7 @@ def test_worker_python_has_no_shardforge(worker_python):
     proc = subprocess.run([worker_python, "-c", "import shardforge"], capture_output=True, text=True,
                           cwd="/", env={"PATH": os.environ["PATH"]})
     assert proc.returncode != 0 and "No module named 'shardforge'" in proc.stderr
-    ok = subprocess.run([worker_python, "-c", "import pyarrow, numpy, requests, PIL, xxhash, tokenizers, ftfy, py3langid, resiliparse, fastwarc, zstandard"], cwd="/")
+    ok = subprocess.run([worker_python, "-c", "import pyarrow, numpy, requests, PIL, xxhash, tokenizers, ftfy, py3langid, resiliparse, fastwarc, zstandard, spacy"], cwd="/")
     assert ok.returncode == 0
 
 

@@ -94,6 +94,13 @@ def test_c4_removes_lines_and_keeps_the_rest():
     assert new.to_pylist() == [GOOD]
 
 
+def test_c4_counts_sentences_that_end_in_a_cjk_full_stop():
+    # spaCy's sentencizer (datatrove's) ends a sentence at "。" as at "."; five of them are five sentences
+    five = " ".join(f"第{i} 句 话 很 好。" for i in range(5))
+    assert _one(five, filters=("c4",), c4_terminal_punct=False) is None
+    assert _one(five.replace("。", ""), filters=("c4",), c4_terminal_punct=False) == "c4_min_sentences"
+
+
 def test_groups_run_in_order_and_results_do_not_depend_on_the_batch():
     docs = [GOOD, "alpha beta gamma delta epsilon zeta eta theta iota kappa", "\n".join([GOOD.split("\n")[0]] * 10), _prose(3), _prose(30), ""]
     q = QualitySection(filters=("gopher_repetition", "gopher_quality", "c4", "fineweb"))

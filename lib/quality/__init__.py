@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from .batch import split
+from .batch import splitlines
 from .c4 import c4
 from .fineweb import fineweb
 from .gopher import quality, repetition
@@ -33,7 +33,7 @@ def apply(texts: pa.Array, q) -> tuple[list[str | None], pa.Array]:
         if group in ("gopher_repetition", "gopher_quality"):
             toks = words(texts) if toks is None else toks
             w = toks.subset(alive)
-            got = repetition(sub, w, q) if group == "gopher_repetition" else quality(sub, w, split(sub, "\n"), q)
+            got = repetition(sub, w, q) if group == "gopher_repetition" else quality(sub, w, splitlines(sub), q)
         elif group == "c4":
             got, new = c4(sub, q)
             texts = _replace(texts, alive, new)

@@ -63,6 +63,17 @@ def split(texts: pa.Array, pattern: str, *, regex: bool = False) -> Pieces:
     return _lists(fn(texts, pattern=pattern), len(texts))
 
 
+_LINE_BREAKS = r"\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e\x85\x{2028}\x{2029}]"
+
+
+def splitlines(texts: pa.Array) -> Pieces:
+    """Every document's lines as Python's str.splitlines() gives them: split at any of its line
+    boundaries ("\\r\\n" as one), no empty line after a final boundary, none for ""."""
+    p = split(texts, _LINE_BREAKS, regex=True)
+    last = np.append(p.doc[1:] != p.doc[:-1], True)
+    return p.where(~(last & (p.lengths() == 0)))
+
+
 def split_whitespace(texts: pa.Array) -> Pieces:
     """Every document's whitespace-separated words (Python's str.split(): no empty words)."""
     return nonempty(_lists(pc.utf8_split_whitespace(texts), len(texts)))

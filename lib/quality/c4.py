@@ -5,9 +5,12 @@ document is dropped for "lorem ipsum" or a curly bracket on a line that survived
 line rules, or for fewer than `c4_min_sentences` sentences in its kept lines. Kept documents
 get their kept lines back, stripped, joined by newlines.
 Sentences are counted as spaCy's sentencizer (datatrove's English splitter) does: a sentence
-ends after a '.', '!' or '?' token once a word follows.
+ends after a token that is one of its sentence-final characters ('.', '!', '?', '。', '！' and
+123 more: `Sentencizer.default_punct_chars`) once a word follows.
 """
 from __future__ import annotations
+
+from functools import lru_cache
 
 import numpy as np
 import pyarrow as pa
@@ -19,7 +22,6 @@ from .words import words
 CITATION = r"\[\d*\]|\[edit\]|\[citation needed\]"
 END_PUNCTUATION = (".", "?", "!", '"', "'")
 POLICY = ("terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies", "use cookies")
-SENTENCE_END = (".", "!", "?")
 
 
 def _any(arr, patterns) -> np.ndarray:
@@ -29,13 +31,20 @@ def _any(arr, patterns) -> np.ndarray:
     return out
 
 
+@lru_cache(maxsize=1)
+def _sentence_ends() -> pa.Array:
+    from spacy.pipeline.sentencizer import Sentencizer
+
+    return pa.array(sorted(Sentencizer.default_punct_chars), pa.string())
+
+
 def _sentences(lines: pa.Array) -> np.ndarray:
     """Sentences per line as spaCy's sentencizer counts them (at least 1 per line)."""
     toks = words(lines)
     n = len(lines)
     if len(toks.flat) == 0:
         return np.ones(n, dtype=np.int64)
-    term = mask_of(pc.is_in(toks.flat, value_set=pa.array(SENTENCE_END)))
+    term = mask_of(pc.is_in(toks.flat, value_set=_sentence_ends()))
     punct = term | mask_of(pc.match_substring_regex(toks.flat, r"^\pP+$"))
     terms_before = np.concatenate([[0], np.cumsum(term)])          # terms among tokens < i
     word_ix = np.flatnonzero(~punct)
