@@ -68,7 +68,8 @@ class _Torch:
 
     def __len__(self) -> int:
         """Items this rank yields in the current pass: batches in batch mode, else samples
-        (the same on every rank, so every DDP rank takes the same number of steps)."""
+        (the same on every rank, so every DDP rank takes the same number of steps). Asked by
+        Accelerate's IterableDatasetShard: W times the samples, which it reads to keep them."""
         self._note_caller()
         n = self.num_samples()
         wrap = self._accelerate
@@ -82,6 +83,10 @@ class _Torch:
 
     def _worker_tables(self):
         """This worker's chunks of the rank's pass (checks the worker settings first)."""
+        info = get_worker_info()         # the wrapper iterating this dataset, if Accelerate's
+        wrap = hf_accelerate.caller_wrapper(depth=3) if info is None else hf_accelerate.wrapper_of(info.dataset)
+        if wrap is not None:
+            self._accelerate = wrap
         hf_accelerate.check(self._accelerate, rank=self.rank, world_size=self.world_size,
                             batch_size=self.batch_size, batched=self.batched)
         worker, num_workers = self._worker_slot()
