@@ -178,6 +178,18 @@ def sha256_file(path: str, chunk: int = 1 << 20) -> tuple[str, int]:
     return h.hexdigest(), n
 
 
+def shard_mismatch(m: Manifest, index: int) -> str | None:
+    """None when shard `index`'s file has the manifest's size and sha256, else what differs
+    (one line). A missing file raises FileNotFoundError."""
+    shard = m.shards[index]
+    path = m.path_of(shard)
+    digest, size = sha256_file(path)
+    if size != shard.bytes or digest != shard.sha256:
+        return (f"checksum mismatch for shard {index} ({path}): sha256 {digest} ({size} bytes) "
+                f"!= manifest {shard.sha256} ({shard.bytes} bytes)")
+    return None
+
+
 @dataclass(frozen=True)
 class ShardProblem:
     index: int

@@ -33,7 +33,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .manifest import Manifest, ManifestError, open_file, read_manifest, sha256_file, to_json
+from .manifest import Manifest, ManifestError, open_file, read_manifest, sha256_file, shard_mismatch, to_json
 
 FORMAT = "shardforge.webdataset"
 FORMAT_VERSION = 1
@@ -121,15 +121,13 @@ def _samples(table: pa.Table, shard: int, first_row: int):
 
 
 def _open_shard(m: Manifest, index: int) -> pq.ParquetFile:
-    shard = m.shards[index]
-    path = m.path_of(shard)
+    path = m.path_of(m.shards[index])
     try:
-        digest, size = sha256_file(path)
+        problem = shard_mismatch(m, index)
     except FileNotFoundError:
         raise ExportError(f"shard {index} is missing: {path}") from None
-    if size != shard.bytes or digest != shard.sha256:
-        raise ExportError(f"checksum mismatch for shard {index} ({path}): sha256 {digest} ({size} bytes) "
-                          f"!= manifest {shard.sha256} ({shard.bytes} bytes)", code=3)
+    if problem:
+        raise ExportError(problem, code=3)
     try:
         return pq.ParquetFile(open_file(path))
     except (OSError, ValueError) as exc:

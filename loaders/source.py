@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from shardforge.manifest import Manifest, ManifestError, open_file, read_manifest, sha256_file
+from shardforge.manifest import Manifest, ManifestError, open_file, read_manifest, shard_mismatch
 
 from .cache import ShardCache
 from .order import Block, block_table
@@ -160,14 +160,12 @@ class Source:
         return state
 
     def _check(self, index: int, path: str) -> None:
-        shard = self.manifest.shards[index]
         try:
-            digest, size = sha256_file(path)
+            problem = shard_mismatch(self.manifest, index)
         except FileNotFoundError:
             raise ManifestError(f"shard {index} is missing: {path}") from None
-        if size != shard.bytes or digest != shard.sha256:
-            raise ManifestError(f"checksum mismatch for shard {index} ({path}): sha256 {digest} "
-                                f"({size} bytes) != manifest {shard.sha256} ({shard.bytes} bytes)")
+        if problem:
+            raise ManifestError(problem)
         self._verified.add(index)
 
     def file(self, index: int) -> pq.ParquetFile:
