@@ -239,8 +239,16 @@ _CLOSE = frozenset(".:")            # neutral on the right only when whitespace 
 
 
 def _left_isolated(text: str, start: int) -> bool:
-    if start == 0 or text[start - 1] in _NEUTRAL_LEFT:
+    if start == 0:
         return True
+    if text[start - 1] in _NEUTRAL_LEFT:
+        # except a number's "(": phone grammars run on into "0958(415)" and "0958 (415)", so a
+        # number before it reads what follows the bracket ("0958(8.8.8.8" hides the phone,
+        # "0958(<IP_ADDRESS>" does not)
+        if text[start - 1] != "(":
+            return True
+        j = start - 2 - (start > 2 and text[start - 2] == " ")
+        return not (j >= 0 and text[j].isdigit())
     if text[start - 1].isspace():
         # number grammars (phone groups, card groups) run on across one space
         return start == 1 or not (text[start - 2].isdigit() or text[start - 2] == ")")
@@ -259,8 +267,10 @@ def _right_isolated(text: str, end: int) -> bool:
         return True
     if after == "@":         # "user:<pw>@host": a placeholder leaves no local part, so nothing new
         return True
-    if after == ":":         # "8.8.8.8:443": no second colon close enough to start an IPv6 address
-        return ":" not in text[end + 1:end + 7]
+    if after == ":":         # "8.8.8.8:443": no second colon close enough to start an IPv6 address,
+        # and no value right behind the colon: one there reads the character before the colon
+        # (a digit of "8.8.8.8:536-22-8127" hides the SSN; the '>' of a placeholder does not)
+        return ":" not in text[end + 1:end + 7] and not (end + 1 < n and text[end + 1].isalnum())
     return after == "/" and (end + 1 == n or not text[end + 1].isdigit())   # "8.8.8.8/health"
 
 
