@@ -55,7 +55,7 @@ demo: setup
 	$(PY) -m shardforge.jobs.demo --conf conf/demo.toml --output out/demo
 
 test: setup
-	$(PY) -m pytest tests -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(PY) -m pytest tests -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 test-stress: setup
 	PYTHON=$(PY) PYTEST_ARGS="$(PYTEST_ARGS)" .ci/stress

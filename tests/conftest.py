@@ -16,7 +16,9 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 # The modules that take minutes (spark-submit runs, clusters), longest first. `make test` runs
 # the suite on 2 xdist workers, a module at a time (--dist loadfile), handing modules out in
-# collection order: starting the long ones first keeps one of them from running alone at the end.
+# collection order (--no-loadscope-reorder: xdist would otherwise start the modules with the most
+# tests first, and these have few): starting the long ones first keeps one of them from running
+# alone at the end.
 LONG_FIRST = ("test_cluster.py", "test_yarn.py", "test_resume.py", "test_funnel_scale.py", "test_s3.py",
               "test_conf_files.py", "test_privacy.py", "test_dedup_stage.py", "test_incremental.py",
               "test_shards.py", "test_download_resume.py", "test_runner.py")
