@@ -11,14 +11,18 @@ setting the segment's free flag, and gets a plain dict equal to what
 of str / bytes for string and binary columns (decoded there, as unpickling str
 would), Python lists for everything else.
 
-Segments are a worker's own: it unlinks them when it exits; those of a worker that
-was terminated or killed are unlinked by the next worker that starts shipping.
+Segments are a worker's own: it unlinks them when it exits, also when terminated
+(torch terminates a worker that does not exit within 5 s of the loader's shutdown,
+which a loaded machine can cause); those of a killed worker are unlinked by the next
+worker that starts shipping.
 """
 from __future__ import annotations
 
 import mmap
 import os
 import secrets
+import signal
+import threading
 from collections.abc import Sequence
 from multiprocessing.util import Finalize
 
@@ -125,6 +129,7 @@ class _Ring:
         self.pid = os.getpid()
         self.segments: list[_Segment] = []
         Finalize(self, _Ring.close, args=(self.segments,), exitpriority=10)  # runs at worker exit
+        _unlink_on_sigterm()
         _sweep()
 
     def acquire(self, size: int) -> _Segment:
@@ -164,6 +169,22 @@ def _sweep() -> None:
                 pass
         except PermissionError:      # alive, another user's
             pass
+
+
+def _on_sigterm(signum, frame):
+    if _RING is not None and _RING.pid == os.getpid():
+        _Ring.close(_RING.segments)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _unlink_on_sigterm() -> None:
+    """SIGTERM (torch's `terminate()` of a slow worker) unlinks this process's segments, then
+    ends the process as SIGTERM would have. Left alone when the process (a worker_init_fn)
+    already handles SIGTERM."""
+    if threading.current_thread() is threading.main_thread() \
+            and signal.getsignal(signal.SIGTERM) in (signal.SIG_DFL, _on_sigterm):
+        signal.signal(signal.SIGTERM, _on_sigterm)
 
 
 _RING: _Ring | None = None

@@ -20,6 +20,20 @@ from shardforge.loaders import ship as S
 pytestmark = pytest.mark.skipif(not S.available(), reason="needs a writable /dev/shm")
 
 
+@pytest.fixture(autouse=True)
+def shm_dir(monkeypatch):
+    """A /dev/shm directory of this module's own (DataLoader workers fork and inherit it), so
+    the segments of loaders in tests running beside these do not count."""
+    import shutil
+    import tempfile
+
+    path = tempfile.mkdtemp(prefix="shardforge-test-", dir=S.SHM_DIR)
+    monkeypatch.setattr(S, "SHM_DIR", path)
+    monkeypatch.setattr(S, "_RING", None)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
 def table(n: int = 6, seed: int = 0) -> pa.Table:
     rng = np.random.default_rng(seed)
     return pa.table({
@@ -111,6 +125,31 @@ def test_through_a_dataloader_and_nothing_left_behind(collate_fn):
                 break
         del loader, b
     assert set(os.listdir(S.SHM_DIR)) - before == set()
+
+
+def _ship_and_wait(ready, go):
+    S.ship(table())
+    S.ship(table(n=200))
+    ready.set()
+    go.wait(60)
+
+
+def test_a_terminated_worker_unlinks_its_segments(shm_dir):
+    """torch terminates (SIGTERM) a worker that is slow to exit at the loader's shutdown."""
+    import multiprocessing as mp
+    import signal
+
+    ctx = mp.get_context("fork")
+    ready, go = ctx.Event(), ctx.Event()
+    worker = ctx.Process(target=_ship_and_wait, args=(ready, go))
+    worker.start()
+    assert ready.wait(60)
+    mine = [n for n in os.listdir(shm_dir) if n.startswith(f"shardforge-{worker.pid}-")]
+    assert len(mine) == 2
+    worker.terminate()
+    worker.join(60)
+    assert worker.exitcode == -signal.SIGTERM
+    assert os.listdir(shm_dir) == []
 
 
 def test_segments_of_dead_processes_are_swept(tmp_path):
