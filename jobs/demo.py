@@ -63,10 +63,15 @@ def write_url_list(base: str, out: Path) -> Path:
     return path
 
 
+CRAWL_DATE = "2026-01-15T00:00:00Z"
+
+
 def write_crawl(base: str, out: Path) -> Path:
     """A gzip WARC of the sample's HTML pages fetched from the demo server (plus one missing
     page, a 404), as a crawler would write it: the demo's WARC input. Written once, so a rerun
-    sees the same input and resumes."""
+    sees the same input and resumes. Its records carry a fixed WARC-Date (a crawler stamps
+    the fetch time, which rows keep as `meta.warc_date`): two demo runs on two machines
+    give the same shards and the same build id."""
     from shardforge.readers.warcfile import crawl
 
     path = out / "crawl.warc.gz"
@@ -74,7 +79,7 @@ def write_crawl(base: str, out: Path) -> Path:
         pages = sorted(p.name for p in (SAMPLE / "web" / "pages").glob("*.html"))
         out.mkdir(parents=True, exist_ok=True)
         tmp = out / "_crawl.warc.gz.tmp"
-        crawl([f"{base}/pages/{name}" for name in pages] + [f"{base}/pages/missing.html"], str(tmp))
+        crawl([f"{base}/pages/{name}" for name in pages] + [f"{base}/pages/missing.html"], str(tmp), date=CRAWL_DATE)
         tmp.replace(path)
     return path
 

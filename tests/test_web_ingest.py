@@ -262,3 +262,33 @@ def test_written_record_ids_are_plain_uuids(tmp_path):
         write_record(out, "metadata", b"k: v\r\n", uri="http://example.test/", date="2026-01-01T00:00:00Z")
     (rec,) = list(ArchiveIterator(open(path, "rb")))
     assert re.fullmatch(r"<urn:uuid:[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}>", rec.headers["WARC-Record-ID"])
+
+
+def test_two_demo_crawls_give_the_same_rows(tmp_path):
+    """The demo's WARC input is crawled afresh in every new output folder; its rows (the
+    record date included, which rows keep as meta.warc_date) must not depend on when."""
+    import time
+
+    from shardforge.extract import Sandbox
+    from shardforge.jobs.demo import SAMPLE, serve, write_crawl
+    from shardforge.readers.pages import PageLimits
+    from shardforge.readers.streams import warc_rows
+
+    def crawl_rows(out, port):
+        server, base = serve(SAMPLE / "web", port)
+        try:
+            path = write_crawl(base, out)
+        finally:
+            server.shutdown()
+            server.server_close()
+        with Sandbox(5.0) as sandbox:
+            return base, [{k: v for k, v in r.items() if k != "_file"}
+                          for r in warc_rows(str(path), "crawl", PageLimits(), sandbox)]
+
+    base, first = crawl_rows(tmp_path / "a", 0)
+    time.sleep(1.1)                                  # the dates a crawler stamps have 1 s steps
+    _, second = crawl_rows(tmp_path / "b", int(base.rsplit(":", 1)[1]))
+    pages = [r for r in first if r["_rtype"] == "response" and not r.get("_reason")]
+    assert len(pages) == len(list((SAMPLE / "web" / "pages").glob("*.html")))
+    assert {r["_date"] for r in pages} == {"2026-01-15T00:00:00Z"}
+    assert second == first
