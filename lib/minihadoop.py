@@ -123,6 +123,11 @@ class MiniHadoop:
                 raise MiniHadoopError(f"the mini cluster did not come up within {timeout:.0f}s; see {self.log}")
             time.sleep(0.5)
         self.info = json.loads(ready.read_text())
+        offered = [n["totalResource"] for n in self.rm("nodes")["nodes"]["node"]]
+        if [(r["memory"], r["vCores"]) for r in offered] != [(self.memory_mb, self.vcores)]:
+            self.stop()
+            raise MiniHadoopError(f"the NodeManager offers {offered}, not {self.memory_mb} MB and "
+                                  f"{self.vcores} vcores as asked")
         return self
 
     def stop(self, timeout: float = 60.0) -> None:
@@ -165,7 +170,8 @@ class MiniHadoop:
         The ResourceManager's REST API names the application master's container and node
         (`apps/<id>/appattempts`); a finished application's other containers are no longer
         listed there, so they are taken from the AM's own log, where Spark's YarnAllocator
-        names every container it launched. Each log is read from the NodeManager's REST API
+        names every container it launched, at INFO (in cluster mode the AM is the driver:
+        keep its log level at INFO, `spark.yarn.appMasterEnv.SHARDFORGE_SPARK_LOG_LEVEL`). Each log is read from the NodeManager's REST API
         (`/ws/v1/node/containerlogs/<container>/<file>`)."""
         attempt = self.rm(f"apps/{app_id}/appattempts")["appAttempts"]["appAttempt"][-1]
         node = "http://" + attempt["nodeHttpAddress"]

@@ -34,6 +34,9 @@ RESOURCES = {
     # YARN drops spark.driver.host in cluster mode: the driver in the AM's container binds to
     # the address SPARK_LOCAL_IP names (else the machine's hostname, on every interface)
     "spark.yarn.appMasterEnv.SPARK_LOCAL_IP": "127.0.0.1",
+    # in cluster mode the driver is the application master: at our default WARN it would drop
+    # YarnAllocator's "Launching container" lines (container_logs reads them) once it is running
+    "spark.yarn.appMasterEnv.SHARDFORGE_SPARK_LOG_LEVEL": "INFO",
 }
 LOOPBACK = ("127.0.0.1", "localhost")
 

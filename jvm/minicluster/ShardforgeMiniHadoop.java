@@ -51,6 +51,8 @@ public final class ShardforgeMiniHadoop {
     conf.set("yarn.timeline-service.bind-host", LOOPBACK);
     // sized for a small machine: one NodeManager offering memoryMb and vcores
     conf.setInt("yarn.nodemanager.resource.memory-mb", memoryMb);
+    // MiniYARNCluster's NodeManager takes its memory from this key instead (default 4096)
+    conf.setInt("yarn.minicluster.yarn.nodemanager.resource.memory-mb", memoryMb);
     conf.setInt("yarn.nodemanager.resource.cpu-vcores", vcores);
     conf.setInt("yarn.scheduler.minimum-allocation-mb", 128);
     conf.setInt("yarn.scheduler.maximum-allocation-mb", memoryMb);
