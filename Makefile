@@ -58,7 +58,7 @@ test: setup
 	$(PY) -m pytest tests -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 test-stress: setup
-	PYTHON=$(PY) PYTEST_ARGS="$(PYTEST_ARGS)" .ci/stress
+	PYTHON=$(PY) TEST_WORKERS=$(TEST_WORKERS) PYTEST_ARGS="$(PYTEST_ARGS)" .ci/stress
 
 bench: setup
 	$(PY) bench/build_shards.py
