@@ -28,7 +28,7 @@ class PipelineSection:
     input: tuple[str, ...] = ()  # document files or tables (default --input)
     urls: tuple[str, ...] = ()   # URL lists to download (default --urls)
     output: str = ""           # default --output
-    input_format: str = "auto"  # auto (per file, by extension) | jsonl | parquet | text | warc | delta
+    input_format: str = "auto"  # auto (per file, by extension) | jsonl | parquet | text | warc | webdataset | delta
     stages: tuple[str, ...] = DEFAULT_STAGES   # exactly the stages that run, in shardforge.stages.ORDER
     write_raw: bool = True      # keep the ingested rows as the `raw` Delta table
     lock_timeout: float = 120.0  # seconds without a heartbeat after which another host's run lock is stale
@@ -54,6 +54,8 @@ class IngestSection:
     columns: dict[str, str] = field(default_factory=dict)
     max_page_bytes: int = 10_000_000   # WARC pages with a larger body: invalid:page_too_large (never read)
     extract_timeout: float = 20.0      # seconds of HTML extraction per page: invalid:extract_timeout
+    max_member_bytes: int = 20_000_000  # WebDataset tar members larger than this: invalid:member_too_large
+    image_max_pixels: int = 89_478_485  # WebDataset images above this width x height: invalid:too_many_pixels
 
 
 @dataclass(frozen=True)
@@ -293,7 +295,7 @@ def _library(name: str) -> str:
 
 
 CHOICES: dict[str, tuple[str, ...]] = {
-    "pipeline.input_format": ("auto", "jsonl", "parquet", "text", "warc", "delta"),
+    "pipeline.input_format": ("auto", "jsonl", "parquet", "text", "warc", "webdataset", "delta"),
     "download.image_resize_mode": ("none", "keep_ratio", "center_crop", "border"),
     "download.image_format": ("jpeg", "png", "webp"),
     "download.expect": ("auto", "image", "page"),
@@ -391,6 +393,10 @@ def _check_ranges(name: str, obj: Any) -> None:
         raise ConfigError("clean.languages: needs clean.detect_language = true")
     if name == "ingest" and obj.extract_timeout <= 0:
         raise ConfigError(f"ingest.extract_timeout: must be > 0, got {obj.extract_timeout!r}")
+    if name == "ingest" and obj.max_member_bytes < 1:
+        raise ConfigError(f"ingest.max_member_bytes: must be >= 1, got {obj.max_member_bytes!r}")
+    if name == "ingest" and obj.image_max_pixels < 1:
+        raise ConfigError(f"ingest.image_max_pixels: must be >= 1, got {obj.image_max_pixels!r}")
     if name == "shards" and obj.row_group_rows < 1:
         raise ConfigError(f"shards.row_group_rows: must be >= 1, got {obj.row_group_rows!r}")
     if name == "redact":

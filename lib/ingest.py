@@ -34,7 +34,7 @@ class InputError(ValueError):
 
 
 def detect_format(path: str) -> str:
-    """jsonl | parquet | text | warc | mixed | delta, from the path: a Delta table has
+    """jsonl | parquet | text | warc | webdataset | mixed | delta, from the path: a Delta table has
     _delta_log/; a folder whose files are all of one format is that format, one that mixes
     formats is `mixed` (each file then read by its own extension, `shardforge.readers.files`).
     Compressed JSONL (.gz, .bz2, .zst) is `jsonl`."""
@@ -56,7 +56,8 @@ def detect_format(path: str) -> str:
     fmt = format_of(local)
     if fmt is None:
         raise InputError(f"{path}: unknown document format (expected .jsonl[.gz|.bz2|.zst], .parquet, .txt, "
-                         f".warc[.gz], .wet[.gz], a folder of them, or a Delta table); set pipeline.input_format")
+                         f".warc[.gz], .wet[.gz], WebDataset .tar[.gz]/.tgz, a folder of them, or a Delta table); "
+                         f"set pipeline.input_format")
     return _family(fmt)
 
 
@@ -234,7 +235,46 @@ def _python_read(spark: SparkSession, files: list, cfg: IngestSection) -> list[t
                                 .alias("record_type")).count()
         out.append((StageResult(_finish(pages), rejects(bad, "ingest", F.col("_reason"), F.col("_detail")),
                                 shared=(marked,), extras={"input_records": counts}), counts))
+    tars = [f for f in files if f.format == "webdataset"]
+    if tars:
+        out.append(_read_webdataset(spark, pyread, tars, cfg))
     return out
+
+
+def _read_webdataset(spark: SparkSession, pyread, files: list, cfg: IngestSection) -> tuple[StageResult, DataFrame]:
+    """WebDataset tars (`readers.wds`): one document per sample (kind `image` when it has an
+    image, with the IMAGE columns; else `document`), a reject per bad sample, stray member or
+    damaged file; directories are counted (`tar_members`), not rows. Fields of the json member
+    that `[ingest] columns` declares become typed columns (`invalid:column_type` when a value
+    does not fit), as for JSONL."""
+    from shardforge.schemas import IMAGE
+
+    from .readers.wds import TarLimits
+
+    declared = [f for f in declared_schema(cfg).fields if f.name not in ("id", "text", "source", "url", "kind",
+                                                                          "meta", *IMAGE.fieldNames())]
+    limits = TarLimits(cfg.max_member_bytes, cfg.image_max_pixels, cfg.id_column, tuple(f.name for f in declared))
+    marked = pyread.webdataset(spark, files, limits)
+    rows = marked.filter(F.col("_unit") != "skipped")
+    if declared:
+        ddl = "".join(f"`{f.name}` {f.dataType.simpleString()}, " for f in declared) + "_corrupt string"
+        rows = rows.withColumn("_t", F.from_json("_json", ddl, {"mode": "PERMISSIVE",
+                                                                "columnNameOfCorruptRecord": "_corrupt"}))
+        misfit = F.col("_reason").isNull() & F.col("_t._corrupt").isNotNull()
+        rows = rows.withColumn("_reason", F.when(misfit, F.lit("invalid:column_type")).otherwise(F.col("_reason")))
+        rows = rows.withColumn("_detail", F.when(misfit, F.concat(F.lit("json of sample "), F.col("_key"), F.lit(": "),
+                                                                  F.substring("_json", 1, 200)))
+                               .otherwise(F.col("_detail")))
+    docs = rows.filter(F.col("_reason").isNull()).select(
+        "id", "text", F.col("_file").alias("source"), "url", "kind", "meta",
+        *[F.col(f.name).cast(f.dataType) for f in IMAGE.fields],
+        *[F.col(f"_t.`{f.name}`").alias(f.name) for f in declared])
+    bad = rows.filter(F.col("_reason").isNotNull()).drop("image").withColumnRenamed("_file", "source")
+    counts = marked.groupBy(F.col("_file").alias("source"), F.col("_unit").alias("unit")).agg(
+        F.count(F.lit(1)).alias("rows"), F.sum("_members").alias("members"),
+        F.sum(F.when(F.col("_reason").isNotNull(), F.col("_members")).otherwise(0)).alias("rejected_members"))
+    return (StageResult(_finish(docs), rejects(bad, "ingest", F.col("_reason"), F.col("_detail")), shared=(marked,),
+                        extras={"tar_members": counts}), counts)
 
 
 def _read_files(spark: SparkSession, path: str, cfg: IngestSection) -> list[StageResult]:
@@ -270,13 +310,15 @@ def _read_path(spark: SparkSession, path: str, cfg: IngestSection, fmt: str) -> 
         return [_read_table(spark.read.format("delta").load(path), path, cfg, file_source=F.lit(Path(path).name))]
     if fmt in ("auto", "", None) and "://" not in local:
         return _read_files(spark, path, cfg)          # per file, by extension (mixed folders too)
-    if kind == "warc" or (kind == "jsonl" and (format_of(local) or "").startswith("jsonl.")):
+    if kind in ("warc", "webdataset") or (kind == "jsonl" and (format_of(local) or "").startswith("jsonl.")):
         if "://" not in local and os.path.isdir(local):
             from .readers.files import list_inputs
 
-            files = [InputFile(f.path, f.source, "warc" if kind == "warc" else f.format) for f in list_inputs(path)]
+            files = [InputFile(f.path, f.source, kind if kind in ("warc", "webdataset") else f.format)
+                     for f in list_inputs(path)]
         else:
-            files = [InputFile(path, Path(local).name, "warc" if kind == "warc" else format_of(local))]
+            name = Path(local.split("?", 1)[0]).name
+            files = [InputFile(path, name, kind if kind in ("warc", "webdataset") else format_of(local))]
         return [r for r, _ in _python_read(spark, files, cfg)]
     if kind == "jsonl":
         return [_read_jsonl(spark, path, cfg, path)]

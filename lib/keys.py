@@ -131,3 +131,14 @@ def derived_id(text: str | None, source: str | None) -> str:
 
     data = f"{source or ''}\u001f{text or ''}".encode("utf-8", "surrogatepass")
     return hashlib.sha256(data).hexdigest()[:32]
+
+
+def sample_id(source: str, key: str) -> str:
+    """The id of a WebDataset sample whose json names none: 32 hex chars of
+    sha256("webdataset" || 0x1f || source || 0x1f || key), where `source` is the tar's path
+    relative to the input root and `key` the sample's key in it. Depends on neither the
+    sample's position nor the listing order, and stays when the corpus moves."""
+    import hashlib
+
+    data = f"webdataset\u001f{source}\u001f{key}".encode("utf-8", "surrogatepass")
+    return hashlib.sha256(data).hexdigest()[:32]

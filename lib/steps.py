@@ -43,10 +43,12 @@ def _union(results: list[tuple[str, StageResult]]) -> StageResult:
 
 def _input_report(done) -> dict:
     """The report of a reading stage: WARC records by type (responses and conversions are
-    rows; the other types are counted here and skipped) and the HTML extractor."""
+    rows; the other types are counted here and skipped) and the HTML extractor; WebDataset
+    tar members by what became of them."""
+    out = _tar_report(done.extras["tar_members"]) if "tar_members" in done.extras else {}
     counts = done.extras.get("input_records")
     if counts is None:
-        return {}
+        return out
     from .extract import extractor_info
 
     rows = counts.collect()
@@ -54,9 +56,29 @@ def _input_report(done) -> dict:
     for r in rows:
         by_type[r["record_type"]] = by_type.get(r["record_type"], 0) + int(r["count"])
     as_rows = sum(v for k, v in by_type.items() if k in ("response", "conversion", "unreadable"))
-    return {"warc": {"files": len({r["source"] for r in rows}), "records_by_type": dict(sorted(by_type.items())),
-                     "rows": as_rows, "skipped_records": sum(by_type.values()) - as_rows},
+    return {**out, "warc": {"files": len({r["source"] for r in rows}), "records_by_type": dict(sorted(by_type.items())),
+                            "rows": as_rows, "skipped_records": sum(by_type.values()) - as_rows},
             "extractor": extractor_info()}
+
+
+def _tar_report(counts) -> dict:
+    """`webdataset`: files; rows and members by unit (sample, member: a member in no sample,
+    damage: a damaged file's last row, skipped: directories); members in kept samples and in
+    rejects. Every tar member is counted once: members = in_kept_samples + rejected + skipped."""
+    rows = counts.collect()
+    by_unit: dict[str, dict[str, int]] = {}
+    for r in rows:
+        u = by_unit.setdefault(r["unit"], {"rows": 0, "members": 0, "rejected_members": 0})
+        for k in u:
+            u[k] += int(r[k] or 0)
+    total = sum(u["members"] for u in by_unit.values())
+    rejected = sum(u["rejected_members"] for u in by_unit.values())
+    skipped = by_unit.get("skipped", {}).get("members", 0)
+    return {"webdataset": {"files": len({r["source"] for r in rows}), "members": total,
+                           "members_in_kept_samples": total - rejected - skipped, "members_rejected": rejected,
+                           "directories_skipped": skipped,
+                           "rows": sum(u["rows"] for k, u in by_unit.items() if k != "skipped"),
+                           "by_unit": dict(sorted(by_unit.items()))}}
 
 
 def read(ctx: StageContext, _df: None) -> StageOutput:

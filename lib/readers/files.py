@@ -16,9 +16,12 @@ SUFFIXES = (
     (".jsonl.zst", "jsonl.zst"), (".json.zst", "jsonl.zst"), (".ndjson.zst", "jsonl.zst"),
     (".jsonl", "jsonl"), (".json", "jsonl"), (".ndjson", "jsonl"),
     (".warc.gz", "warc"), (".warc", "warc"), (".wet.gz", "warc"), (".wet", "warc"),
+    (".tar", "webdataset"), (".tar.gz", "webdataset"), (".tgz", "webdataset"), (".tar.bz2", "webdataset"),
+    (".tar.xz", "webdataset"),
     (".parquet", "parquet"), (".txt", "text"),
 )
-PYTHON_READ = ("jsonl.gz", "jsonl.bz2", "jsonl.zst", "warc")   # read by shardforge.readers.streams
+# read by Python tasks: shardforge.readers.streams (JSONL, WARC) and .wds (WebDataset tars)
+PYTHON_READ = ("jsonl.gz", "jsonl.bz2", "jsonl.zst", "warc", "webdataset")
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,10 @@
 """The Python-read formats on Spark: one task per file (up to `max_tasks`), rows streamed out
 in Arrow batches of at most `BATCH_ROWS` rows or `BATCH_BYTES` bytes of text.
 
-`compressed_jsonl(spark, files)` and `warc(spark, files, limits)` return the *marked* frame:
-every row the readers made, with `_reason` set on the rejected ones. The caller filters
-documents, rejects and (WARC) skipped record types from it and persists it once.
+`compressed_jsonl(spark, files)`, `warc(spark, files, limits)` and `webdataset(spark, files,
+limits)` return the *marked* frame: every row the readers made, with `_reason` set on the
+rejected ones. The caller filters documents, rejects and skipped units (WARC record types,
+tar directories) from it and persists it once.
 Deterministic: rows depend only on the files, never on how tasks were assigned.
 """
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from .files import InputFile
 from .pages import PageLimits
+from .wds import TarLimits
 
 BATCH_ROWS = 256
 BATCH_BYTES = 32 << 20
@@ -24,6 +26,12 @@ LINES = pa.schema([("_line", pa.string()), ("_file", pa.string()), ("_reason", p
 WARC = pa.schema([("_rtype", pa.string()), ("_file", pa.string()), ("id", pa.string()), ("url", pa.string()),
                   ("http_status", pa.int32()), ("content_type", pa.string()), ("charset", pa.string()),
                   ("text", pa.string()), ("meta", pa.string()), ("_reason", pa.string()), ("_detail", pa.string())])
+
+WDS = pa.schema([("_file", pa.string()), ("_unit", pa.string()), ("_members", pa.int32()), ("_key", pa.string()),
+                 ("id", pa.string()), ("text", pa.string()), ("url", pa.string()), ("kind", pa.string()),
+                 ("meta", pa.string()), ("image", pa.binary()), ("image_width", pa.int32()),
+                 ("image_height", pa.int32()), ("_json", pa.string()), ("_reason", pa.string()),
+                 ("_detail", pa.string())])
 
 
 def _spark_schema(schema: pa.Schema):
@@ -44,7 +52,7 @@ def _batches(rows: Iterator[dict], schema: pa.Schema) -> Iterator[pa.RecordBatch
     size = 0
     for row in rows:
         buf.append(row)
-        size += len(row.get("text") or row.get("_line") or "")
+        size += len(row.get("text") or row.get("_line") or "") + len(row.get("image") or b"")
         if len(buf) >= BATCH_ROWS or size >= BATCH_BYTES:
             yield pa.RecordBatch.from_pylist(buf, schema)
             buf, size = [], 0
@@ -88,3 +96,17 @@ def warc(spark: SparkSession, files: list[InputFile], limits: PageLimits) -> Dat
             yield from _batches(rows(sandbox), WARC)
 
     return _files_frame(spark, files).mapInArrow(run, _spark_schema(WARC))
+
+
+def webdataset(spark: SparkSession, files: list[InputFile], limits: TarLimits) -> DataFrame:
+    """One row per sample, per member that belongs to no sample, per directory (`_unit`
+    skipped) and per damaged file of every tar (see `wds.tar_rows`)."""
+    from .wds import webdataset_rows
+
+    def run(batches):
+        def rows():
+            for path, source, _ in _paths(batches):
+                yield from webdataset_rows(path, source, limits)
+        yield from _batches(rows(), WDS)
+
+    return _files_frame(spark, files).mapInArrow(run, _spark_schema(WDS))

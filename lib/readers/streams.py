@@ -34,13 +34,48 @@ def _errors() -> tuple:
 
 
 def open_raw(path: str):
-    """A binary stream of a local path or of any URI pyarrow's filesystems open (hdfs://, s3://)."""
+    """A binary stream of a local path, of an http(s):// URL (through fsspec), or of any URI
+    pyarrow's filesystems open (hdfs://, s3://)."""
+    if path.lower().startswith(("http://", "https://")):
+        return HttpStream(path)
     if "://" in path and not path.startswith("file://"):
         from pyarrow import fs
 
         filesystem, inner = fs.FileSystem.from_uri(path)
         return filesystem.open_input_stream(inner)
     return open(path[len("file://"):] if path.startswith("file://") else path, "rb")
+
+
+class HttpStream(io.RawIOBase):
+    """A file served over HTTP(S), read front to back in one GET (requests, streamed): a non-2xx
+    answer, a dropped connection or a body shorter than its Content-Length is an OSError."""
+
+    def __init__(self, url: str, timeout: float = 60.0):
+        import requests
+
+        self.url = url
+        try:
+            self.resp = requests.get(url, stream=True, timeout=timeout)
+        except requests.RequestException as exc:
+            raise OSError(f"{url}: {type(exc).__name__}: {exc}") from None
+        if not 200 <= self.resp.status_code < 300:
+            self.resp.close()
+            raise OSError(f"{url}: HTTP {self.resp.status_code}")
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b) -> int:
+        try:
+            data = self.resp.raw.read(len(b), decode_content=True)
+        except Exception as exc:       # urllib3's protocol errors are not OSErrors
+            raise OSError(f"{self.url}: {type(exc).__name__}: {exc}") from None
+        b[:len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        self.resp.close()
+        super().close()
 
 
 def _error_row(source: str, reason: str, exc: BaseException | str) -> dict:
