@@ -109,6 +109,12 @@ class ShardCache:
             self._reserve(sha256, size, index=index)
             return self._fetch(url, sha256, size, index=index)
 
+    def cached(self, sha256: str, size: int) -> pa.MemoryMappedFile | None:
+        """The good local copy with this sha256 and size, if the cache holds one; never fetches."""
+        if not os.path.isdir(self.root):
+            return None
+        return self._hit(sha256, size, remove_bad=False)
+
     # -- internals ------------------------------------------------------------
     def _hit(self, sha256: str, size: int, *, remove_bad: bool) -> pa.MemoryMappedFile | None:
         """The copy, checked if this process has not checked it yet; None if there is none or

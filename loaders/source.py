@@ -125,12 +125,17 @@ class Source:
                             for g, (n, b) in enumerate(zip(s.row_groups, sz)) if n > 0])
 
     def _sizes(self, shard) -> list[int]:
-        """Decoded sizes of a shard's row groups. A footer that cannot be read gives sizes
+        """Decoded sizes of a shard's row groups (from the cache's copy when it has one, so a
+        cached build makes no shard request at all). A footer that cannot be read gives sizes
         of 0 here and its error when the shard is first read (after the checksum check,
         with verify=True), as any other damage inside a shard does."""
         path = self.manifest.path_of(shard)
+        local = self.cache.cached(shard.sha256, shard.bytes) if self.cache is not None else None
         try:
-            if _is_remote(path):
+            if local is not None:                     # a cached shard's footer is read from the copy
+                with local:
+                    md = pq.read_metadata(local)
+            elif _is_remote(path):
                 with open_file(path) as fh:
                     md = pq.read_metadata(fh)
             else:

@@ -98,6 +98,10 @@ def test_second_epoch_from_cache_and_corrupt_copy_fetched_again(served, tmp_path
         second = epoch_ids(ds, 1)
         assert sorted(second) == expected
         assert shard_requests(srv)[n1:] == []                # epoch 2: no shard request at all
+        again = ShardedDataset(f"{srv.url}/{name}", seed=3, batch_size=8, batched=True, lanes=2,
+                               cache_dir=cache, cache_limit_bytes=budget)   # a restarted process
+        assert sorted(epoch_ids(again, 1)) == expected
+        assert shard_requests(srv)[n1:] == []                # its footers come from the copies too
         assert max(peaks) <= budget and cache_bytes(cache) <= budget
         assert srv.errors == []
 
