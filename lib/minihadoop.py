@@ -58,11 +58,13 @@ def java_home() -> str:
 class MiniHadoop:
     """`with MiniHadoop(dir) as h:` gives `h.fs_default` (hdfs://localhost:port), `h.conf_dir`
     (HADOOP_CONF_DIR), `h.webhdfs` (the NameNode's HTTP host:port) and `h.rm_url` (the
-    ResourceManager's web address, for its REST API)."""
+    ResourceManager's web address, for its REST API). `java_options` are added to its JVM's
+    command line."""
     base_dir: str
     memory_mb: int = 4096
     vcores: int = 4
     heap: str = "768m"
+    java_options: tuple[str, ...] = ()
     jars: str | None = None
     info: dict = field(default_factory=dict)
     _proc: subprocess.Popen | None = field(default=None, repr=False)
@@ -106,7 +108,8 @@ class MiniHadoop:
                          "log4j.appender.stderr.layout.ConversionPattern=%d{HH:mm:ss} %p %c{1}: %m%n\n")
         env = {k: v for k, v in os.environ.items() if k not in ("HADOOP_CONF_DIR", "YARN_CONF_DIR", "CLASSPATH")}
         env["JAVA_HOME"] = java_home()
-        cmd = [str(Path(env["JAVA_HOME"]) / "bin" / "java"), f"-Xmx{self.heap}", "-Djava.net.preferIPv4Stack=true",
+        cmd = [str(Path(env["JAVA_HOME"]) / "bin" / "java"), f"-Xmx{self.heap}", *self.java_options,
+               "-Djava.net.preferIPv4Stack=true",
                f"-Dlog4j.configuration={log4j.as_uri()}", "-cp", f"{mini / 'classes'}:{mini / '*'}", LAUNCHER,
                str(base), str(base / "conf"), str(self.memory_mb), str(self.vcores)]
         with open(self.log, "ab") as out:

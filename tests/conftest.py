@@ -14,12 +14,14 @@ os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 
-# Every Spark driver the tests start (the session's, and each spark-submit a test runs) is a
-# short-lived JVM on small data: with the C1 compiler only and the serial collector it spends
-# less CPU on compiling and collecting than on the work (bench: the tests' session plus one demo
-# pipeline took 60.7 CPU-s instead of 109.9 on this 2-core machine). Tests only: it changes no
-# result, and a user's SPARK_SUBMIT_OPTS is kept.
-os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
+# Every Spark driver (the session's, each spark-submit a test runs) and standalone daemon the
+# tests start runs with submit.TEST_JVM_OPTS (the tests' session plus one demo pipeline: 60.7
+# CPU-s instead of 109.9 on this 2-core machine); a user's own settings are kept.
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from submit import TEST_JVM_OPTS  # noqa: E402
+
+os.environ.setdefault("SPARK_SUBMIT_OPTS", TEST_JVM_OPTS)
+os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", TEST_JVM_OPTS)
 
 # The modules that take minutes (spark-submit runs, clusters), longest first. `make test` runs
 # the suite on 2 xdist workers, a module at a time (--dist loadfile), handing modules out in
@@ -75,7 +77,8 @@ def minihadoop(tmp_path_factory):
     memory, the JVMs use less)."""
     from shardforge.minihadoop import MiniHadoop
 
-    h = MiniHadoop(str(tmp_path_factory.mktemp("minihadoop")), memory_mb=8192, vcores=8).start()
+    h = MiniHadoop(str(tmp_path_factory.mktemp("minihadoop")), memory_mb=8192, vcores=8,
+                   java_options=tuple(TEST_JVM_OPTS.split())).start()
     yield h
     h.stop()
 

@@ -14,6 +14,12 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
+# JVM options for the short-lived JVMs the tests start on small data (drivers, executors,
+# application masters, cluster daemons): the C1 compiler only and the serial collector spend
+# less CPU on compiling and collecting than on the work. Tests only; no result changes.
+TEST_JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
+
 def conf_args(conf: dict[str, str]) -> list[str]:
     return [a for k, v in conf.items() for a in ("--conf", f"{k}={v}")]
 

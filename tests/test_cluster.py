@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from shardforge import cluster, funnel, packaging
-from submit import Background
+from submit import TEST_JVM_OPTS, Background
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
@@ -34,6 +34,7 @@ COMMON_CONF = {
     "spark.databricks.delta.snapshotPartitions": "2",
     "spark.ui.showConsoleProgress": "false",
     "spark.driver.memory": "1g",
+    "spark.executor.extraJavaOptions": TEST_JVM_OPTS,
 }
 # The fault run kills a worker once this many jobs have succeeded (the pipeline runs about 130
 # on the sample; this is in its first third, during download, clean and redact),

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from shardforge import cluster, packaging
-from submit import ROOT, Background, clean_env, conf_args, local_shards, shard_sums
+from submit import ROOT, TEST_JVM_OPTS, Background, clean_env, conf_args, local_shards, shard_sums
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
@@ -37,6 +37,9 @@ RESOURCES = {
     # in cluster mode the driver is the application master: at our default WARN it would drop
     # YarnAllocator's "Launching container" lines (container_logs reads them) once it is running
     "spark.yarn.appMasterEnv.SHARDFORGE_SPARK_LOG_LEVEL": "INFO",
+    # the containers' JVMs (the driver's in cluster mode) as the tests' other JVMs
+    "spark.executor.extraJavaOptions": TEST_JVM_OPTS, "spark.yarn.am.extraJavaOptions": TEST_JVM_OPTS,
+    "spark.driver.extraJavaOptions": TEST_JVM_OPTS,
 }
 LOOPBACK = ("127.0.0.1", "localhost")
 
@@ -175,3 +178,28 @@ def test_loader_reads_the_build_from_hdfs_through_webhdfs(client_run, minihadoop
     local = ShardedDataset(str(reference_run / "shards"), rank=0, world_size=1, seed=7, shuffle=True)
     got = [r["id"] for r in remote]
     assert got == [r["id"] for r in local] and len(got) == remote.total > 0
+
+
+def test_the_loader_cache_keeps_a_webhdfs_build_once_read(minihadoop, reference_run, tmp_path):
+    """`cache_dir` over webhdfs://: the first pass copies each shard into the cache (named by
+    its sha256), and a second pass reads only the cache: it still works after the shard
+    files are deleted from HDFS (the manifest stays)."""
+    from shardforge.loaders import ShardedDataset
+
+    hdfs = webhdfs(minihadoop)
+    local = reference_run / "shards"
+    manifest = json.loads((local / "manifest.json").read_text())
+    dest = "/user/root/cache-check/shards"
+    for rel in ["manifest.json", *[s["file"] for s in manifest["shards"]]]:
+        hdfs.makedirs(f"{dest}/{rel}".rsplit("/", 1)[0], exist_ok=True)
+        hdfs.put_file(str(local / rel), f"{dest}/{rel}")
+    url = f"webhdfs://{minihadoop.webhdfs}{dest}"
+    cache = tmp_path / "cache"
+    kw = dict(rank=0, world_size=1, seed=7, shuffle=True, cache_dir=str(cache), cache_limit_bytes=1 << 30)
+    expected = [r["id"] for r in ShardedDataset(str(local), rank=0, world_size=1, seed=7, shuffle=True)]
+    assert [r["id"] for r in ShardedDataset(url, **kw)] == expected
+    cached = {p.read_bytes() for p in cache.rglob("*") if p.is_file() and p.suffix == ".parquet"}
+    assert cached == {(local / s["file"]).read_bytes() for s in manifest["shards"]}
+    for s in manifest["shards"]:
+        hdfs.rm(f"{dest}/{s['file']}")
+    assert [r["id"] for r in ShardedDataset(url, **kw)] == expected
