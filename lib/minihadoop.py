@@ -174,7 +174,8 @@ class MiniHadoop:
         (`apps/<id>/appattempts`); a finished application's other containers are no longer
         listed there, so they are taken from the AM's own log, where Spark's YarnAllocator
         names every container it launched, at INFO (in cluster mode the AM is the driver:
-        keep its log level at INFO, `spark.yarn.appMasterEnv.SHARDFORGE_SPARK_LOG_LEVEL`). Each log is read from the NodeManager's REST API
+        keep its log level at INFO, `spark.yarn.appMasterEnv.SHARDFORGE_SPARK_LOG_LEVEL`).
+        Each log is read from the NodeManager's REST API
         (`/ws/v1/node/containerlogs/<container>/<file>`)."""
         attempt = self.rm(f"apps/{app_id}/appattempts")["appAttempts"]["appAttempt"][-1]
         node = "http://" + attempt["nodeHttpAddress"]
