@@ -90,6 +90,15 @@ def crash_in_dedup(python: str, args: list[str], out: Path, log: Path) -> float:
     return seconds
 
 
+# dedup's materialised results (`dedup_reused`) and the phase (`dedup_timings`) that computes each
+PHASE_OF = {"signatures": "signatures", "edges": "candidates", "cc-labels": "components",
+            "near-map": "representatives", "state": "assemble"}
+
+
+def stage_phases(out: Path) -> dict[str, float]:
+    return json.loads((out / "report.json").read_text()).get("dedup_timings", {})
+
+
 def stage_seconds(out: Path) -> dict[str, float]:
     report = json.loads((out / "report.json").read_text())
     return {s["name"]: s["seconds"] for s in report["stages"]}
@@ -98,7 +107,8 @@ def stage_seconds(out: Path) -> dict[str, float]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--docs", type=int, default=20_000)
-    ap.add_argument("--baseline", default="1c2bd4e", help="commit to compare with (before the stage engine)")
+    ap.add_argument("--baseline", default="1c2bd4e",
+                    help="commit to compare with (before the stage engine); 'none' runs only this checkout")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--work", type=Path, default=ROOT / ".bench" / "pipeline")
     ap.add_argument("--out", type=Path, default=HERE / "results" / "pipeline.md")
@@ -110,13 +120,16 @@ def main() -> int:
     conf = work / "bench.toml"
     conf.write_text(CONF)
     cli = ["--conf", str(conf), "--input", str(corpus)]
-    pythons = {"baseline": baseline_python(args.baseline), "current": sys.executable}
+    pythons = {"current": sys.executable}
+    if args.baseline != "none":
+        pythons["baseline"] = baseline_python(args.baseline)
     times: dict[str, list[float]] = {"baseline": [], "current": []}
     resumes: list[dict] = []
     stages: dict[str, float] = {}
     load = [os.getloadavg()[0]]
     for r in range(args.rounds):
         order = ["baseline", "current", "resume"] if r % 2 == 0 else ["resume", "current", "baseline"]
+        order = [name for name in order if name in pythons or name == "resume"]
         for name in order:
             if name == "resume":     # killed in the middle of dedup, then the same command again
                 out = work / f"resumed-{r}"
@@ -125,7 +138,10 @@ def main() -> int:
                 report = json.loads((out / "report.json").read_text())
                 resumes.append({"killed_after": round(killed, 1), "rerun": round(rerun, 1),
                                 "resumed_from": report["resumed_from"],
-                                "reused": [s["name"] for s in report["stages"] if s["reused"]]})
+                                "reused": [s["name"] for s in report["stages"] if s["reused"]],
+                                "rerun_stages": {s["name"]: s["seconds"] for s in report["stages"] if not s["reused"]},
+                                "rerun_dedup_phases": report.get("dedup_timings", {}),
+                                "dedup_reused": report.get("dedup_reused", [])})
                 print(f"round {r}: killed after {killed:.1f} s, rerun {rerun:7.1f} s  (load "
                       f"{os.getloadavg()[0]:.1f})", flush=True)
             else:
@@ -139,10 +155,14 @@ def main() -> int:
         resumes[-1]["uninterrupted"] = round(times["current"][-1], 1)
         resumes[-1]["reused_seconds"] = round(sum(stages[n] for n in resumes[-1]["reused"]), 1)
         resumes[-1]["saved"] = round(times["current"][-1] - resumes[-1]["rerun"], 1)
-    med = {k: statistics.median(v) for k, v in times.items()}
+        # dedup's own results read back by the rerun, at what they cost the uninterrupted run
+        phases = stage_phases(work / f"current-{r}")
+        resumes[-1]["reused_dedup_seconds"] = round(sum(phases.get(PHASE_OF.get(n, ""), 0.0)
+                                                        for n in resumes[-1]["dedup_reused"]), 1)
+    med = {k: statistics.median(v) for k, v in times.items() if v}
     result = {
         "docs": args.docs, "corpus_mb": round(corpus.stat().st_size / 1e6, 1), "baseline": args.baseline,
-        "times": times, "median": med, "ratio": round(med["current"] / med["baseline"], 3),
+        "times": times, "median": med, "ratio": round(med["current"] / med["baseline"], 3) if "baseline" in med else None,
         "ratios": [round(c / b, 3) for c, b in zip(times["current"], times["baseline"])],
         "stage_seconds": stages, "resumes": resumes, "load": [round(x, 1) for x in load],
         "machine": f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}",
@@ -167,11 +187,17 @@ def run_keep(python: str, args: list[str], out: Path, log: Path) -> float:
 
 def render(r: dict) -> str:
     rows = "\n".join(f"| {name} | " + " / ".join(f"{t:.1f}" for t in r["times"][name]) + f" | {r['median'][name]:.1f} |"
-                     for name in ("baseline", "current"))
+                     for name in ("baseline", "current") if r["times"][name])
+    ratio = ("no baseline run (`--baseline none`)" if r["ratio"] is None else
+             f"**This checkout / baseline ({r['baseline']}, before the stage engine): {r['ratio']:.3f}x** (median; per round "
+             f"{', '.join(f'{x:.3f}x' for x in r['ratios'])}; the target is at most 1.15x)")
     st = ", ".join(f"{k} {v:.1f} s" for k, v in r["stage_seconds"].items())
     res = "\n".join(f"| {i} | {x['killed_after']} | {x['rerun']} | {x['uninterrupted']} | {x['saved']} | "
                     f"{', '.join(x['reused'])} | {x['reused_seconds']} | "
-                    f"{'yes' if x['saved'] >= x['reused_seconds'] else 'no'} |" for i, x in enumerate(r["resumes"]))
+                    f"{'yes' if x['saved'] >= x['reused_seconds'] else 'no'} | "
+                    f"{', '.join(x['dedup_reused']) or '-'} | {x['reused_dedup_seconds']} | "
+                    f"{'yes' if x['saved'] >= x['reused_seconds'] + x['reused_dedup_seconds'] else 'no'} |"
+                    for i, x in enumerate(r["resumes"]))
     return f"""## Whole pipeline: the stage engine's cost, and resume (`bench/pipeline.py`)
 
 Command: `.venv/bin/python bench/pipeline.py --docs {r['docs']} --baseline {r['baseline']} --rounds {len(r['resumes'])}`;
@@ -185,16 +211,15 @@ alternating order; load average during the run: {min(r['load'])}-{max(r['load'])
 |---|---|---:|
 {rows}
 
-**This checkout / baseline ({r['baseline']}, before the stage engine): {r['ratio']:.3f}x** (median; per round
-{", ".join(f"{x:.3f}x" for x in r['ratios'])}; the target is at most 1.15x).
+{ratio}.
 
 Stage times of this checkout's last uninterrupted run: {st}.
 
 **Resume.** In each round the same command is killed (SIGKILL of the driver's process group) in the middle of
 dedup, then run again into the same output; compared with that round's uninterrupted run:
 
-| round | killed after (s) | rerun (s) | uninterrupted (s) | saved (s) | reused stages | their time uninterrupted (s) | saved >= reused |
-|---|---:|---:|---:|---:|---|---:|---|
+| round | killed after (s) | rerun (s) | uninterrupted (s) | saved (s) | reused stages | their time uninterrupted (s) | saved >= reused | dedup results read back | their time uninterrupted (s) | saved >= both |
+|---|---:|---:|---:|---:|---|---:|---|---|---:|---|
 {res}
 """
 

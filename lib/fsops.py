@@ -172,6 +172,13 @@ class HadoopFiles:
         fs, p = self._fs(path)
         return bool(fs.exists(p))
 
+    def children(self, path: str) -> list[str]:
+        """Names of the files and folders directly in `path` (none when it is missing)."""
+        fs, p = self._fs(path)
+        if not fs.exists(p):
+            return []
+        return sorted(st.getPath().getName() for st in fs.listStatus(p))
+
     def list_files(self, path: str) -> Iterator[FileStat]:
         fs, p = self._fs(path)
         if not fs.exists(p):

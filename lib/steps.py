@@ -175,18 +175,42 @@ def dedup(ctx: StageContext, df: DataFrame) -> StageOutput:
     previous = read_table(spark, layout.dedup_state, base["dedup_state"]) if base["dedup_state"] is not None else None
     previous_docs = (read_table(spark, layout.curated, base["curated"]).select("id", "text")
                      if base["curated"] is not None else None)
-    checkpoint = ctx.cfg.dedup.checkpoint_dir or layout.checkpoints
-    delete_path(spark, checkpoint)   # a killed attempt's leftovers
-    res = run_dedup(df, ctx.cfg.dedup, previous=previous, previous_docs=previous_docs, checkpoint_dir=checkpoint)
+    checkpoint = (ctx.cfg.dedup.checkpoint_dir or layout.checkpoints).rstrip("/")
+    token = _checkpoint_token(ctx, checkpoint)
+    res = run_dedup(df, ctx.cfg.dedup, previous=previous, previous_docs=previous_docs, checkpoint_dir=checkpoint,
+                    checkpoint_token=token)
+    if res.reused:
+        log.info("dedup: reusing what an earlier attempt finished: %s", ", ".join(res.reused))
 
     def finish(done) -> dict:
         audit = done.extras["audit"]
         with ctx.timed("dedup_audit"):
             merge_new(spark, audit, layout.dedup_audit, key="id")
-        delete_path(spark, checkpoint)
-        return {"duplicates": summary(audit), "dedup_timings": {k: round(v, 3) for k, v in res.timings.items()}}
+        delete_path(spark, f"{checkpoint}/dedup-{token}" if ctx.cfg.dedup.checkpoint_dir and token else checkpoint)
+        return {"duplicates": summary(audit), "dedup_timings": {k: round(v, 3) for k, v in res.timings.items()},
+                "dedup_reused": list(res.reused)}
 
     return StageOutput(res.kept, res.rejected, extras={"audit": res.audit, "side": res.signatures}, finish=finish)
+
+
+def _checkpoint_token(ctx: StageContext, checkpoint: str) -> str | None:
+    """dedup's scratch folder for this stage fingerprint: `dedup-<fingerprint>` under the
+    output's own `_checkpoints`, `dedup-<output hash>-<fingerprint>` in a shared
+    `dedup.checkpoint_dir`. An earlier attempt's finished results there are reused (same
+    fingerprint: same input rows, settings and pinned tables); this output's folders of
+    other fingerprints are stale and deleted, and so is ours on `--restart`. Other
+    outputs' folders in a shared `dedup.checkpoint_dir` are left alone."""
+    import hashlib
+
+    if not ctx.fingerprint:
+        return None
+    private = not ctx.cfg.dedup.checkpoint_dir       # <output>/_checkpoints: this output's alone
+    owner = hashlib.sha256(ctx.layout.root.encode("utf-8")).hexdigest()[:8]
+    token = ctx.fingerprint[:16] if private else f"{owner}-{ctx.fingerprint[:16]}"
+    for name in ctx.files.children(checkpoint):
+        if (private or name.startswith(f"dedup-{owner}-")) and (name != f"dedup-{token}" or ctx.options.restart):
+            ctx.files.delete(f"{checkpoint}/{name}")
+    return token
 
 
 def tokenize(ctx: StageContext, df: DataFrame) -> StageOutput:

@@ -174,7 +174,11 @@ def test_killed_in_dedup_resumes_at_dedup_and_holds_the_lock_meanwhile(setup, re
     assert f"held by pid {second['pid']} on" in second["err"]
     assert "Traceback" not in second["err"] and "stage " not in second["err"]   # stopped before any stage
     assert not (out / "report.json").exists()
-    _rerun_matches(spark, capsys, out, args, reference, "dedup")
+    report = _rerun_matches(spark, capsys, out, args, reference, "dedup")
+    # frozen after the signatures and the verified candidate edges were written, before the
+    # connected components: the rerun reads those two back instead of recomputing them
+    assert report["dedup_reused"] == ["signatures", "edges"]
+    assert not (out / "_checkpoints").exists()
 
 
 def test_changed_dedup_key_reruns_dedup_and_what_follows_only(setup, reference, spark, capsys):
@@ -188,6 +192,7 @@ def test_changed_dedup_key_reruns_dedup_and_what_follows_only(setup, reference, 
     assert report["resumed_from"] == "dedup"
     assert {s["name"]: s["reused"] for s in report["stages"]} == {
         "ingest": True, "clean": True, "redact": True, "dedup": False, "curate": False, "build-shards": False}
+    assert report["dedup_reused"] == []          # other settings: the killed attempt's signatures are stale
 
 
 def test_killed_before_manifest_keeps_the_previous_build_readable(setup, reference, spark, capsys):

@@ -17,22 +17,49 @@ from pyspark.sql import functions as F
 
 class Materializer:
     """Writes DataFrames to Parquet under `root` (or local-checkpoints them when root is
-    empty) and reads them back, cutting the lineage. Names carry a per-call token so
-    concurrent runs sharing a folder never meet."""
+    empty) and reads them back, cutting the lineage. Everything goes under
+    `<root>/dedup-<token>/`: a random token by default, so concurrent runs sharing a folder
+    never meet. A caller that names the token (the stage engine: one per output and stage
+    fingerprint) may set `reuse`: then a result that an earlier attempt with the same token
+    finished (its `_COMPLETE` marker, written after the data) is read back instead of
+    recomputed, and its name is listed in `reused`. Same token means same input and
+    settings, and every result here depends only on those, so what is reused equals what
+    would be recomputed."""
 
-    def __init__(self, spark, root: str):
+    DONE = "_COMPLETE"
+
+    def __init__(self, spark, root: str, token: str | None = None, reuse: bool = False):
         self.spark = spark
         self.root = root.rstrip("/") if root else ""
-        self.token = uuid.uuid4().hex[:12]
+        self.token = token or uuid.uuid4().hex[:12]
+        self.reuse = reuse and bool(self.root)
+        self.reused: list[str] = []
+        self._files = None
+
+    @property
+    def folder(self) -> str:
+        return f"{self.root}/dedup-{self.token}"
 
     def path(self, name: str) -> str:
-        return f"{self.root}/dedup-{self.token}/{name}"
+        return f"{self.folder}/{name}"
+
+    def files(self):
+        if self._files is None:
+            from shardforge.fsops import HadoopFiles
+
+            self._files = HadoopFiles(self.spark)
+        return self._files
 
     def __call__(self, df: DataFrame, name: str) -> DataFrame:
         if not self.root:
             return df.localCheckpoint(eager=True)
         p = self.path(name)
+        if self.reuse and self.files().exists(f"{p}/{self.DONE}"):
+            self.reused.append(name)
+            return self.spark.read.parquet(p)
         df.write.mode("overwrite").parquet(p)
+        if self.reuse:
+            self.files().write_text(f"{p}/{self.DONE}", "")
         return self.spark.read.parquet(p)
 
     def delete(self, name: str) -> None:

@@ -25,6 +25,7 @@ class DedupResult(NamedTuple):
     audit: DataFrame       # DEDUP_AUDIT, one row per removed duplicate
     signatures: DataFrame  # SIDE_TABLE rows of the kept documents (for update_side_table)
     timings: dict = {}     # seconds per eager phase: signatures, candidates, components, ...
+    reused: tuple = ()     # materialised results read back from an earlier attempt (`checkpoint_token`)
 
 
 def resolve_params(cfg: DedupSection) -> mh.MinHashParams:
@@ -76,7 +77,8 @@ def _prep(df: DataFrame, cfg: DedupSection) -> DataFrame:
 
 
 def dedup(df: DataFrame, cfg: DedupSection, *, previous: DataFrame | None = None,
-          previous_docs: DataFrame | None = None, checkpoint_dir: str = "") -> DedupResult:
+          previous_docs: DataFrame | None = None, checkpoint_dir: str = "",
+          checkpoint_token: str | None = None) -> DedupResult:
     """Remove exact and near duplicates from `df` (DOCUMENT columns, any extra columns).
 
     Promises: every input row is in `kept` or `rejected` exactly once; the kept set and
@@ -87,7 +89,11 @@ def dedup(df: DataFrame, cfg: DedupSection, *, previous: DataFrame | None = None
     estimate is used for those pairs). Runs the near-dedup jobs eagerly (signatures,
     edges and component labels are materialised under `checkpoint_dir`, which the
     returned frames read from: remove it only after they are written); exact dedup
-    and the returned frames are lazy.
+    and the returned frames are lazy. With `checkpoint_token` (one per input and settings:
+    the stage engine passes its output and stage fingerprint), those results go under
+    `<checkpoint_dir>/dedup-<token>/` and an earlier attempt's finished ones are read back
+    instead of recomputed (`reused`): a run killed in the middle of dedup keeps its
+    signatures and candidate edges.
     """
     for c in ("id", "text"):
         if c not in df.columns:
@@ -135,7 +141,7 @@ def dedup(df: DataFrame, cfg: DedupSection, *, previous: DataFrame | None = None
     ok = ok.withColumn("_exact_rep", F.coalesce("_old_rep", "_batch_rep")).withColumn(
         "_is_rep", F.col("_old_rep").isNull() & (F.col("_rn") == 1))
 
-    mat = Materializer(spark, checkpoint_dir)
+    mat = Materializer(spark, checkpoint_dir, token=checkpoint_token, reuse=checkpoint_token is not None)
     timings: dict[str, float] = {}
     reps = ok.where(F.col("_is_rep") & ~F.col("_img")).select("id", F.col("_norm").alias("norm"), "_rk")
     sigs = None
@@ -180,7 +186,7 @@ def dedup(df: DataFrame, cfg: DedupSection, *, previous: DataFrame | None = None
                       F.concat(F.lit("duplicate_of:"), F.col("_dup")), F.col("_stage"))
     rej_bad = rejects(bad.select(*orig, "_reason"), "dedup", F.col("_reason"))
     side = _side_rows(kept, sigs, pkey)
-    return DedupResult(kept.select(*orig), rej_bad.unionByName(rej_dup), audit, side, timings)
+    return DedupResult(kept.select(*orig), rej_bad.unionByName(rej_dup), audit, side, timings, tuple(mat.reused))
 
 
 def _side_rows(kept: DataFrame, sigs: DataFrame | None, pkey: str) -> DataFrame:
