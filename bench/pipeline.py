@@ -204,7 +204,7 @@ Command: `.venv/bin/python bench/pipeline.py --docs {r['docs']} --baseline {r['b
 machine: {r['machine']}, Spark local[2], driver memory 3g; corpus: {r['docs']:,} documents, {r['corpus_mb']} MB
 of JSONL (real text from this machine's source and doc files, 1-20 KB, mean about 6 KB; 10% planted near and 2%
 exact duplicates). Every figure is the wall time of a whole `shardforge pipeline` process (session start
-included); each round runs the baseline commit, this checkout, and this checkout killed and resumed, in
+included); each round runs {"" if r["ratio"] is None else "the baseline commit, "}this checkout, and this checkout killed and resumed, in
 alternating order; load average during the run: {min(r['load'])}-{max(r['load'])}.
 
 | version | wall time per round (s) | median (s) |
