@@ -14,6 +14,8 @@ import numpy as np
 import pyarrow as pa
 import torch
 
+from .arrays import numpy_of
+
 
 def _numeric(t: pa.DataType) -> bool:
     return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
@@ -41,10 +43,10 @@ def _list_values(arr: pa.Array) -> tuple[torch.Tensor, np.ndarray]:
     if pa.types.is_fixed_size_list(arr.type):
         size = arr.type.list_size
         flat = arr.flatten()
-        return _tensor(flat.to_numpy(zero_copy_only=False)), np.full(len(arr), size, dtype=np.int64)
-    offsets = arr.offsets.to_numpy()
+        return _tensor(numpy_of(flat)), np.full(len(arr), size, dtype=np.int64)
+    offsets = numpy_of(arr.offsets)
     flat = arr.values.slice(offsets[0], offsets[-1] - offsets[0])
-    return _tensor(flat.to_numpy(zero_copy_only=False)), np.diff(offsets).astype(np.int64)
+    return _tensor(numpy_of(flat)), np.diff(offsets).astype(np.int64)
 
 
 def column_to_batch(col) -> Any:
@@ -52,7 +54,7 @@ def column_to_batch(col) -> Any:
     arr = _as_array(col)
     t = arr.type
     if _numeric(t) and arr.null_count == 0:
-        return _tensor(arr.to_numpy(zero_copy_only=False))
+        return _tensor(numpy_of(arr))
     if _list_of_numbers(t) and arr.null_count == 0 and arr.values.null_count == 0:
         values, lengths = _list_values(arr)
         if len(lengths) and (lengths == lengths[0]).all():
@@ -75,7 +77,7 @@ def column_to_samples(col) -> list:
         values, lengths = _list_values(arr)
         return list(torch.split(values, lengths.tolist()))
     if _numeric(t) and arr.null_count == 0:
-        return arr.to_numpy(zero_copy_only=False).tolist()
+        return numpy_of(arr).tolist()
     return arr.to_pylist()
 
 

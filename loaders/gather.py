@@ -14,6 +14,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from .arrays import array_of, numpy_of
+
 
 def _number(t: pa.DataType) -> bool:
     return pa.types.is_integer(t) or pa.types.is_floating(t)
@@ -31,10 +33,10 @@ class _Numbers:
 
     def __init__(self, arrays: list[pa.Array]):
         self.type = arrays[0].type
-        self.values = np.concatenate([a.to_numpy(zero_copy_only=False) for a in arrays])
+        self.values = np.concatenate([numpy_of(a) for a in arrays])
 
     def take(self, rows: np.ndarray, blocks: np.ndarray, local: np.ndarray) -> pa.Array:
-        return pa.array(self.values[rows], type=self.type)
+        return array_of(self.values[rows], self.type)
 
 
 class _Spans:
@@ -57,11 +59,11 @@ class _Spans:
                 offsets = raw[a.offset:a.offset + len(a) + 1].astype(np.int64)
             elif self.fixed:
                 size = t.list_size
-                self.buffers.append(a.values.to_numpy(zero_copy_only=False))
+                self.buffers.append(numpy_of(a.values))
                 offsets = (np.arange(len(a) + 1, dtype=np.int64) + a.offset) * size
             else:
-                self.buffers.append(a.values.to_numpy(zero_copy_only=False))
-                offsets = a.offsets.to_numpy().astype(np.int64)
+                self.buffers.append(numpy_of(a.values))
+                offsets = numpy_of(a.offsets).astype(np.int64)
             starts.append(offsets[:-1])
             lengths.append(np.diff(offsets))
         self.starts = np.concatenate(starts)
@@ -74,14 +76,14 @@ class _Spans:
         values = np.concatenate(pieces) if pieces else bufs[0][:0]
         n = len(rows)
         if self.fixed:
-            return pa.FixedSizeListArray.from_arrays(pa.array(values, type=self.type.value_type),
+            return pa.FixedSizeListArray.from_arrays(array_of(values, self.type.value_type),
                                                      self.type.list_size)
         offsets = np.zeros(n + 1, dtype=np.int64 if self.large else np.int32)
         np.cumsum(lengths, out=offsets[1:])
         if self.text:
             return pa.Array.from_buffers(self.type, n, [None, pa.py_buffer(offsets), pa.py_buffer(values)])
         return pa.Array.from_buffers(self.type, n, [None, pa.py_buffer(offsets)],
-                                     children=[pa.array(values, type=self.type.value_type)])
+                                     children=[array_of(values, self.type.value_type)])
 
 
 class _Arrow:
@@ -93,15 +95,15 @@ class _Arrow:
 
     def take(self, rows: np.ndarray, blocks: np.ndarray, local: np.ndarray) -> pa.Array:
         if len(self.arrays) == 1:
-            return self.arrays[0].take(pa.array(local))
+            return self.arrays[0].take(array_of(local))
         by_block = np.argsort(blocks, kind="stable")
         sorted_blocks = blocks[by_block]
         cuts = np.flatnonzero(np.diff(sorted_blocks)) + 1
-        pieces = [self.arrays[int(sorted_blocks[a])].take(pa.array(local[by_block[a:b]]))
+        pieces = [self.arrays[int(sorted_blocks[a])].take(array_of(local[by_block[a:b]]))
                   for a, b in zip(np.concatenate([[0], cuts]), np.concatenate([cuts, [len(rows)]]))]
         back = np.empty_like(by_block)
         back[by_block] = np.arange(len(by_block))
-        return pa.concat_arrays(pieces).take(pa.array(back))
+        return pa.concat_arrays(pieces).take(array_of(back))
 
 
 def _gatherer(arrays: list[pa.Array]):

@@ -28,6 +28,7 @@ from math import lcm
 import numpy as np
 import pyarrow as pa
 
+from .arrays import array_of
 from .order import stream_key
 from .reader import WINDOW_BYTES, ShardReader
 from .source import LoaderError
@@ -141,7 +142,7 @@ class _MixtureCursor:
             index[which == s] = offset + np.arange(n)
             offset += n
         joined = m._join(parts)
-        yield joined.take(pa.array(index)) if isinstance(joined, pa.Table) else joined[index]
+        yield joined.take(array_of(index)) if isinstance(joined, pa.Table) else joined[index]
 
     def close(self) -> None:
         for s in self.streams:

@@ -30,6 +30,7 @@ import numpy as np
 import pyarrow as pa
 import torch
 
+from .arrays import numpy_of
 from .convert import _as_array, _list_of_numbers, _numeric
 
 SHM_DIR = "/dev/shm"
@@ -69,15 +70,15 @@ def _plan(table: pa.Table):
         arr = _as_array(table.column(name))
         t = arr.type
         if _numeric(t) and not pa.types.is_boolean(t) and arr.null_count == 0:
-            out.append((name, "num", [arr.to_numpy(zero_copy_only=False)]))
+            out.append((name, "num", [numpy_of(arr)]))
         elif _list_of_numbers(t) and not pa.types.is_boolean(t.value_type) and arr.null_count == 0 \
                 and arr.values.null_count == 0:
             if pa.types.is_fixed_size_list(t):
-                flat = arr.flatten().to_numpy(zero_copy_only=False)
+                flat = numpy_of(arr.flatten())
                 lengths = np.full(len(arr), t.list_size, dtype=np.int64)
             else:
-                offsets = arr.offsets.to_numpy()
-                flat = arr.values.slice(offsets[0], offsets[-1] - offsets[0]).to_numpy(zero_copy_only=False)
+                offsets = numpy_of(arr.offsets)
+                flat = numpy_of(arr.values.slice(offsets[0], offsets[-1] - offsets[0]))
                 lengths = np.diff(offsets).astype(np.int64)
             out.append((name, "list", [flat, lengths]))
         elif (pa.types.is_string(t) or pa.types.is_binary(t)) and arr.null_count == 0:

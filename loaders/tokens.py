@@ -27,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .arrays import numpy_of
 from .order import EpochOrder
 from .reader import WINDOW_BYTES, ShardReader
 from .source import LoaderError, Source
@@ -74,8 +75,8 @@ def flatten(lists: pa.Array, eos: int | None, dtype) -> np.ndarray:
     """One flat token stream from a list array: each list's values, then `eos` if given."""
     if isinstance(lists, pa.ChunkedArray):
         lists = lists.combine_chunks()
-    offsets = lists.offsets.to_numpy().astype(np.int64)
-    values = lists.values.to_numpy(zero_copy_only=False)[offsets[0]:offsets[-1]].astype(dtype, copy=False)
+    offsets = numpy_of(lists.offsets).astype(np.int64)
+    values = numpy_of(lists.values)[offsets[0]:offsets[-1]].astype(dtype, copy=False)
     offsets = offsets - offsets[0]
     if eos is None:
         return values
