@@ -311,21 +311,74 @@ def _receive(name: str, size: int, layout) -> dict:
                                                    for n, kind, payload in layout})
 
 
+class _Mappings:
+    """The training process's mappings of workers' segments, kept between batches: a
+    worker reuses a few segments, so mapping each once saves an open, an mmap and a munmap
+    per batch. A segment's mapping is dropped when its worker is gone (checked whenever an
+    unseen segment arrives: a new worker, or a segment that replaced a smaller one) and, past
+    `limit` mappings, the least recently used goes first."""
+
+    def __init__(self, limit: int = 64):
+        self.limit = limit
+        self.maps: dict[str, tuple[mmap.mmap, np.ndarray]] = {}
+        self.pid = os.getpid()
+
+    def view(self, name: str, size: int) -> np.ndarray:
+        hit = self.maps.pop(name, None)
+        if hit is not None and len(hit[1]) >= size:
+            self.maps[name] = hit                   # most recently used last
+            return hit[1]
+        if hit is not None:
+            _unmap(hit)
+        self._drop_dead()
+        fd = os.open(os.path.join(SHM_DIR, name), os.O_RDWR)
+        try:
+            length = max(size, os.fstat(fd).st_size)
+            mm = mmap.mmap(fd, length, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0))
+        finally:
+            os.close(fd)
+        self.maps[name] = (mm, np.frombuffer(mm, dtype=np.uint8))
+        while len(self.maps) > self.limit:
+            _unmap(self.maps.pop(next(iter(self.maps))))
+        return self.maps[name][1]
+
+    def _drop_dead(self) -> None:
+        alive: dict[int, bool] = {}
+        for name in list(self.maps):
+            pid = int(name.split("-")[1])
+            if pid not in alive:
+                try:
+                    os.kill(pid, 0)
+                    alive[pid] = True
+                except ProcessLookupError:
+                    alive[pid] = False
+                except PermissionError:
+                    alive[pid] = True
+            if not alive[pid]:
+                _unmap(self.maps.pop(name))
+
+
+def _unmap(entry) -> None:
+    mm, view = entry
+    del view
+    try:
+        mm.close()
+    except BufferError:      # a caller still holds a view of it; the OS unmaps it at exit
+        pass
+
+
+_MAPPINGS: _Mappings | None = None
+
+
 def _from_segment(name: str, size: int, copy_out):
     """`copy_out(view)` on the bytes of a worker's segment, mapped for the receiver; then the
     segment is marked free for the worker to reuse. `copy_out` must copy what it keeps."""
-    fd = os.open(os.path.join(SHM_DIR, name), os.O_RDWR)
-    try:
-        mm = mmap.mmap(fd, size, flags=mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0))
-    finally:
-        os.close(fd)
-    view = np.frombuffer(mm, dtype=np.uint8)
-    try:
-        out = copy_out(view)
-        view[:8].view(np.uint64)[0] = 1
-    finally:
-        del view
-        mm.close()
+    global _MAPPINGS
+    if _MAPPINGS is None or _MAPPINGS.pid != os.getpid():
+        _MAPPINGS = _Mappings()
+    view = _MAPPINGS.view(name, size)
+    out = copy_out(view)
+    view[:8].view(np.uint64)[0] = 1
     return out
 
 

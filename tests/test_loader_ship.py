@@ -127,6 +127,38 @@ def test_through_a_dataloader_and_nothing_left_behind(collate_fn):
     assert set(os.listdir(S.SHM_DIR)) - before == set()
 
 
+def _mapped(shm_dir: str) -> list[str]:
+    """This process's mappings of segments in `shm_dir`, one name per mapping."""
+    with open("/proc/self/maps") as f:
+        return [line.split(shm_dir + "/", 1)[1].split()[0] for line in f if shm_dir + "/" in line]
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="reads /proc/self/maps")
+def test_the_training_process_maps_a_segment_once_and_drops_a_gone_workers(shm_dir, monkeypatch):
+    """Receiving a batch maps the worker's segment once, not per batch; the mappings of an
+    epoch's workers, which exit at its end, are dropped once the next epoch's batches come."""
+    opened = []
+    real_open = os.open
+
+    def counting_open(path, *args, **kw):
+        if str(path).startswith(shm_dir + "/"):
+            opened.append(os.path.basename(path))
+        return real_open(path, *args, **kw)
+
+    monkeypatch.setattr(S, "_MAPPINGS", None)
+    monkeypatch.setattr(os, "open", counting_open)
+    for epoch in range(3):
+        del opened[:]
+        got = [as_python(b) for b in DataLoader(Batches(), batch_size=None, num_workers=2)]
+        assert got == [expected(table(n=1 + j % 5, seed=j)) for j in range(12)]
+        received = [n for n in opened if not n.startswith(f"shardforge-{os.getpid()}-")]
+        workers = {n.split("-")[1] for n in received}
+        assert len(workers) == 2, received
+        assert len(received) == len(set(received)) <= 6, received         # 12 batches, each segment opened once
+        maps = _mapped(shm_dir)
+        assert {n.split("-")[1] for n in maps} == workers, (epoch, maps)   # no earlier epoch's worker's
+
+
 def _ship_and_wait(ready, go):
     S.ship(table())
     S.ship(table(n=200))
