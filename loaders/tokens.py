@@ -120,6 +120,7 @@ class TokenCursor:
         self.rows = Cursor(source, order, threads=threads, ahead=ahead_doc)
         self._w: int | None = None
         self._stream: np.ndarray | None = None
+        self._entered = False          # the window was entered by the last read
 
     def _window(self, w: int) -> np.ndarray:
         if self._w != w:
@@ -127,11 +128,18 @@ class TokenCursor:
             a, b = self.order.window_span(w)
             (table,) = list(self.rows.read(a, b))
             self._stream = flatten(table.column(0), self.eos, self.dtype)
-            self._w = w
+            del table
+            self._w, self._entered = w, True
         return self._stream
 
     def tokens(self, start: int, stop: int) -> np.ndarray:
         """The stream's tokens [start, stop) (stop <= total)."""
+        if self._entered:
+            # a batch has been taken from the current window, whose rows are all in its
+            # stream: free them and decode the next window in the background meanwhile (not
+            # earlier: a resume decodes one window before its first batch)
+            self._entered = False
+            self.rows.finish()
         parts, t = [], start
         while t < stop:
             w = self.layout.window_of(t)

@@ -103,6 +103,15 @@ class Cursor:
             yield self._window.take(rows)
             pos = end
 
+    def finish(self) -> None:
+        """The current window has been read whole and is no longer needed: free it, and
+        decode the next one in the background if the lane reaches it (a reader that takes a
+        window in one read would otherwise only ask for the next one when it needs it)."""
+        if self._w is None:
+            return
+        self._read_ahead()
+        self._w, self._window, self._perm = None, None, None
+
     def close(self) -> None:
         if self._next is not None:
             _drop(self._next[1])

@@ -87,6 +87,15 @@ def factory(build, **kw):
     return lambda: ShardedDataset(build, **{"window": 3, **kw})
 
 
+def settle_read_ahead() -> None:
+    """Wait until every window decode submitted in the background so far has run (the
+    read-ahead runs on one thread, in order): counting decodes after this counts what a
+    read set in motion, not only what had finished."""
+    from shardforge.loaders.windows import _pool
+
+    _pool("ahead", 1).submit(lambda: None).result()
+
+
 def log_reads(monkeypatch) -> list:
     """The (shard, group) of every row group decoded from now on, in order (wraps
     Source.read for the test's duration)."""

@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from loader_helpers import build_fixture, log_reads, make_build
+from loader_helpers import build_fixture, log_reads, make_build, settle_read_ahead
 from shardforge.loaders import ShardedDataset, ShardReader
 from shardforge.loaders.source import Source, decoded_sizes
 from shardforge.shardio import WriterSettings, write_build
@@ -43,6 +43,7 @@ def test_resume_decodes_one_window_wherever_it_resumes(build, decoded, lanes, ba
         del decoded[:]
         ds.load_state_dict(state)
         next(iter(ds))
+        settle_read_ahead()
         counts.append(len(decoded))
     assert counts[0] == counts[1] <= WINDOW
 

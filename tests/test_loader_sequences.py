@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as hs
 
-from loader_helpers import log_reads
+from loader_helpers import log_reads, settle_read_ahead
 from shardforge.loaders import ShardReader, LoaderError
 from shardforge.loaders.tokens import SequenceReader
 from shardforge.shardio import WriterSettings, write_build
@@ -118,6 +118,39 @@ def test_interrupted_and_resumed_runs_read_the_uninterrupted_epoch(build, segmen
     assert not tokens_read - tokens_all                         # a sub-multiset of the epoch's tokens
 
 
+def test_the_next_window_is_decoded_while_this_one_is_read(build, monkeypatch):
+    """Sequence mode takes a window's rows in one read; every window after the first must
+    still be set decoding in the background while sequences of the one before are handed
+    out, before the reader needs it (a reader that decoded on demand stalled once per window)."""
+    from shardforge.loaders.tokens import TokenCursor
+    from shardforge.loaders.windows import Cursor
+
+    want, _ = expected(build, None)
+    events = []
+    read_ahead, window = Cursor._read_ahead, TokenCursor._window
+
+    def logged_read_ahead(self):
+        before = self._next
+        read_ahead(self)
+        if self._next is not None and self._next is not before:
+            events.append(("ahead", self._next[0]))
+
+    def logged_window(self, w):
+        if self._w != w:
+            events.append(("need", w))
+        return window(self, w)
+
+    monkeypatch.setattr(Cursor, "_read_ahead", logged_read_ahead)
+    monkeypatch.setattr(TokenCursor, "_window", logged_window)
+    reader = SequenceReader(build, sequence_length=L, rank=0, world_size=1, **ORDER)
+    got = [tuple(int(x) for x in row) for chunk in reader.iter_sequences(1) for row in chunk]
+    assert got == want
+    windows = reader.order(0).num_windows
+    assert windows >= 4
+    for w in range(1, windows):
+        assert ("ahead", w) in events and events.index(("ahead", w)) < events.index(("need", w)), (w, events)
+
+
 def test_resume_decodes_one_window_at_1_and_90_percent(build, monkeypatch):
     decoded = log_reads(monkeypatch)
     total = SequenceReader(build, sequence_length=L, rank=0, world_size=1, **ORDER).total
@@ -129,6 +162,7 @@ def test_resume_decodes_one_window_at_1_and_90_percent(build, monkeypatch):
         del decoded[:]
         reader.load_state_dict(state)
         next(reader.iter_sequences(1))
+        settle_read_ahead()
         counts.append(len(decoded))
     assert counts[0] == counts[1] <= 3      # one window: at most ORDER["window"] row groups
 
