@@ -94,13 +94,28 @@ def s3_server(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def reference_run(spark, tmp_path_factory):
+def reference_run(spark, tmp_path_factory, request):
     """The demo pipeline on the bundled sample with the tests' local[2] session, into a local
-    folder: what the YARN and S3 runs of the same input must reproduce byte for byte."""
+    folder: what the YARN and S3 runs of the same input must reproduce byte for byte. Under
+    xdist it runs once per test run: the first worker that needs it builds it under a file
+    lock in the run's shared temp folder, and the others read that folder."""
+    from filelock import FileLock
+
     from shardforge.cli import main
 
-    out = tmp_path_factory.mktemp("reference") / "out"
-    code = main(["pipeline", "--conf", str(ROOT / "conf" / "demo.toml"),
-                 "--input", str(ROOT / "data" / "sample" / "docs.jsonl"), "--output", str(out)])
-    assert code == 0
+    worker = getattr(request.config, "workerinput", {}).get("workerid")
+    base = tmp_path_factory.getbasetemp()
+    root = (base.parent if worker else base) / "reference"     # pytest-N/ is this run's, shared by its workers
+    root.mkdir(exist_ok=True)
+    out, done = root / "out", root / "built"
+    with FileLock(str(root / "lock")):
+        if not done.exists():
+            if out.exists():                                   # a worker that failed halfway
+                import shutil
+
+                shutil.rmtree(out)
+            code = main(["pipeline", "--conf", str(ROOT / "conf" / "demo.toml"),
+                         "--input", str(ROOT / "data" / "sample" / "docs.jsonl"), "--output", str(out)])
+            assert code == 0
+            done.write_text(worker or "main")
     return out
