@@ -161,15 +161,22 @@ def _sweep() -> None:
         parts = name.split("-")
         if len(parts) != 3 or parts[0] != "shardforge" or not parts[1].isdigit():
             continue
-        try:
-            os.kill(int(parts[1]), 0)
-        except ProcessLookupError:
+        if not _alive(int(parts[1])):
             try:
                 os.unlink(os.path.join(SHM_DIR, name))
             except FileNotFoundError:
                 pass
-        except PermissionError:      # alive, another user's
-            pass
+
+
+def _alive(pid: int) -> bool:
+    """Whether process `pid` exists (the owner of the segments named after it)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:      # alive, another user's
+        pass
+    return True
 
 
 def _on_sigterm(signum, frame):
@@ -347,13 +354,7 @@ class _Mappings:
         for name in list(self.maps):
             pid = int(name.split("-")[1])
             if pid not in alive:
-                try:
-                    os.kill(pid, 0)
-                    alive[pid] = True
-                except ProcessLookupError:
-                    alive[pid] = False
-                except PermissionError:
-                    alive[pid] = True
+                alive[pid] = _alive(pid)
             if not alive[pid]:
                 _unmap(self.maps.pop(name))
 
