@@ -16,12 +16,14 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 # Every Spark driver (the session's, each spark-submit a test runs) and standalone daemon the
 # tests start runs with submit.TEST_JVM_OPTS (the tests' session plus one demo pipeline: 60.7
-# CPU-s instead of 109.9 on this 2-core machine); a user's own settings are kept.
+# CPU-s instead of 109.9 on this 2-core machine) and maps the class archive of
+# tests/jvm_archive.py (built here, once per machine, before the first JVM starts); a user's own
+# settings are kept.
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from submit import TEST_JVM_OPTS  # noqa: E402
+from submit import TEST_JVM_OPTS, spark_jvm_opts  # noqa: E402
 
-os.environ.setdefault("SPARK_SUBMIT_OPTS", TEST_JVM_OPTS)
-os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", TEST_JVM_OPTS)
+os.environ.setdefault("SPARK_SUBMIT_OPTS", spark_jvm_opts())
+os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", spark_jvm_opts())
 
 # The modules that take minutes (spark-submit runs, clusters), longest first. `make test` runs
 # the suite on 2 xdist workers, a module at a time (--dist loadfile), handing modules out in

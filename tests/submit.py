@@ -14,10 +14,26 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-# JVM options for the short-lived JVMs the tests start on small data (drivers, executors,
-# application masters, cluster daemons): the C1 compiler only and the serial collector spend
-# less CPU on compiling and collecting than on the work. Tests only; no result changes.
-TEST_JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# JVM options for the JVMs the tests start on small data (drivers, executors, application
+# masters, cluster daemons): the C1 compiler only and the serial collector spend less CPU on
+# compiling and collecting than on the work. C1 alone shrinks the code cache to 48 MB, which the
+# tests' long-lived session JVMs (thousands of generated query classes) fill: then the code
+# sweeper ran nearly without pause, 40% of those JVMs' CPU (55 and 81 of 149 and 194 CPU-s in
+# one run); 256 MB keeps it idle. Tests only; no result changes.
+TEST_JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC -XX:ReservedCodeCacheSize=256m"
+
+
+def spark_jvm_opts() -> str:
+    """TEST_JVM_OPTS and the class archive's options, for JVMs with Spark's own class path:
+    drivers started by spark-submit, the standalone daemons and their executors (not YARN's
+    containers, whose class path differs). Built on the first call; the result is kept in the
+    environment for this process and the xdist workers it starts."""
+    opts = os.environ.get("SHARDFORGE_TEST_SPARK_JVM_OPTS")
+    if opts is None:
+        from jvm_archive import jvm_options
+
+        opts = os.environ["SHARDFORGE_TEST_SPARK_JVM_OPTS"] = jvm_options(TEST_JVM_OPTS)
+    return opts
 
 
 def conf_args(conf: dict[str, str]) -> list[str]:

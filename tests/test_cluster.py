@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from shardforge import cluster, funnel, packaging
-from submit import TEST_JVM_OPTS, Background
+from submit import Background, spark_jvm_opts
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
@@ -34,7 +34,7 @@ COMMON_CONF = {
     "spark.databricks.delta.snapshotPartitions": "2",
     "spark.ui.showConsoleProgress": "false",
     "spark.driver.memory": "1g",
-    "spark.executor.extraJavaOptions": TEST_JVM_OPTS,
+    "spark.executor.extraJavaOptions": spark_jvm_opts(),
 }
 # The fault run kills a worker once this many jobs have succeeded (the pipeline runs about 130
 # on the sample; this is in its first third, during download, clean and redact),
