@@ -176,7 +176,9 @@ def dedup(ctx: StageContext, df: DataFrame) -> StageOutput:
     previous_docs = (read_table(spark, layout.curated, base["curated"]).select("id", "text")
                      if base["curated"] is not None else None)
     checkpoint = (ctx.cfg.dedup.checkpoint_dir or layout.checkpoints).rstrip("/")
-    token = _checkpoint_token(ctx, checkpoint)
+    token = _checkpoint_token(ctx)
+    if token is not None:
+        _drop_stale_checkpoints(ctx, checkpoint, token)
     res = run_dedup(df, ctx.cfg.dedup, previous=previous, previous_docs=previous_docs, checkpoint_dir=checkpoint,
                     checkpoint_token=token)
     if res.reused:
@@ -186,31 +188,44 @@ def dedup(ctx: StageContext, df: DataFrame) -> StageOutput:
         audit = done.extras["audit"]
         with ctx.timed("dedup_audit"):
             merge_new(spark, audit, layout.dedup_audit, key="id")
-        delete_path(spark, f"{checkpoint}/dedup-{token}" if ctx.cfg.dedup.checkpoint_dir and token else checkpoint)
+        # a shared dedup.checkpoint_dir keeps other outputs' folders; <output>/_checkpoints goes whole
+        delete_path(spark, res.scratch if ctx.cfg.dedup.checkpoint_dir else checkpoint)
         return {"duplicates": summary(audit), "dedup_timings": {k: round(v, 3) for k, v in res.timings.items()},
                 "dedup_reused": list(res.reused)}
 
     return StageOutput(res.kept, res.rejected, extras={"audit": res.audit, "side": res.signatures}, finish=finish)
 
 
-def _checkpoint_token(ctx: StageContext, checkpoint: str) -> str | None:
-    """dedup's scratch folder for this stage fingerprint: `dedup-<fingerprint>` under the
-    output's own `_checkpoints`, `dedup-<output hash>-<fingerprint>` in a shared
-    `dedup.checkpoint_dir`. An earlier attempt's finished results there are reused (same
-    fingerprint: same input rows, settings and pinned tables); this output's folders of
-    other fingerprints are stale and deleted, and so is ours on `--restart`. Other
-    outputs' folders in a shared `dedup.checkpoint_dir` are left alone."""
+def _owner(ctx: StageContext) -> str:
+    """This output's mark on its dedup folders in a shared `dedup.checkpoint_dir`."""
     import hashlib
 
+    return hashlib.sha256(ctx.layout.root.encode("utf-8")).hexdigest()[:8]
+
+
+def _checkpoint_token(ctx: StageContext) -> str | None:
+    """dedup's scratch folder token for this stage fingerprint: the fingerprint under the
+    output's own `_checkpoints`, `<output hash>-<fingerprint>` in a shared
+    `dedup.checkpoint_dir`. An earlier attempt's finished results under it are reused (same
+    fingerprint: same input rows, settings and pinned tables). None without a fingerprint
+    (a random folder, nothing reused)."""
     if not ctx.fingerprint:
         return None
+    return ctx.fingerprint[:16] if not ctx.cfg.dedup.checkpoint_dir else f"{_owner(ctx)}-{ctx.fingerprint[:16]}"
+
+
+def _drop_stale_checkpoints(ctx: StageContext, checkpoint: str, token: str) -> None:
+    """Delete this output's dedup folders of other fingerprints (stale), and the one of
+    `token` on `--restart`. Other outputs' folders in a shared `dedup.checkpoint_dir` are
+    left alone."""
+    from .dedup.components import Materializer
+
     private = not ctx.cfg.dedup.checkpoint_dir       # <output>/_checkpoints: this output's alone
-    owner = hashlib.sha256(ctx.layout.root.encode("utf-8")).hexdigest()[:8]
-    token = ctx.fingerprint[:16] if private else f"{owner}-{ctx.fingerprint[:16]}"
+    ours = Materializer.folder_name(f"{_owner(ctx)}-")
+    current = Materializer.folder_name(token)
     for name in ctx.files.children(checkpoint):
-        if (private or name.startswith(f"dedup-{owner}-")) and (name != f"dedup-{token}" or ctx.options.restart):
+        if (private or name.startswith(ours)) and (name != current or ctx.options.restart):
             ctx.files.delete(f"{checkpoint}/{name}")
-    return token
 
 
 def tokenize(ctx: StageContext, df: DataFrame) -> StageOutput:

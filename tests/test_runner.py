@@ -88,6 +88,25 @@ def test_a_plan_of_clean_alone_reads_and_cleans_nothing_else(spark, tmp_path):
     assert again["plan"] == ["redact"] and again["stages"][0]["rows_in"] == 40
 
 
+def test_a_shared_dedup_checkpoint_dir_loses_only_this_outputs_folders(spark, tmp_path):
+    """dedup's scratch folders in a shared `dedup.checkpoint_dir` are named
+    `dedup-<first 8 hex of sha256(output)>-<fingerprint>` (lib/config.py): a run deletes its
+    own folder when dedup is done and its own stale ones (other fingerprints), never another
+    output's."""
+    import hashlib
+
+    inp = _jsonl(tmp_path / "docs.jsonl", DOCS)
+    shared = tmp_path / "ck"
+    out = tmp_path / "out"
+    mine = "dedup-" + hashlib.sha256(str(out).encode("utf-8")).hexdigest()[:8] + "-"
+    other = "dedup-" + hashlib.sha256(str(tmp_path / "elsewhere").encode("utf-8")).hexdigest()[:8] + "-"
+    for name in (mine + "0" * 16, other + "0" * 16, other + "1" * 16):
+        (shared / name / "signatures").mkdir(parents=True)
+    report = _run(spark, _cfg(inp, out, ["dedup"], "dedup.near=true", f"dedup.checkpoint_dir={shared}"))
+    assert report["stages"][-1]["name"] == "dedup" and report["stages"][-1]["kept"] == 40
+    assert sorted(p.name for p in shared.iterdir()) == [other + "0" * 16, other + "1" * 16]
+
+
 def _unfinish(out: Path, *drop_markers: str) -> None:
     """Make `out/_run` look like a run killed after its last remaining marker."""
     state = json.loads((out / "_run" / "state.json").read_text())

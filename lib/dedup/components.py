@@ -36,9 +36,15 @@ class Materializer:
         self.reused: list[str] = []
         self._files = None
 
+    @staticmethod
+    def folder_name(token: str) -> str:
+        """The name of the folder under `root` that a token's results go in."""
+        return f"dedup-{token}"
+
     @property
     def folder(self) -> str:
-        return f"{self.root}/dedup-{self.token}"
+        """Where this run's results go (empty when they are local checkpoints)."""
+        return f"{self.root}/{self.folder_name(self.token)}" if self.root else ""
 
     def path(self, name: str) -> str:
         return f"{self.folder}/{name}"

@@ -26,6 +26,8 @@ class DedupResult(NamedTuple):
     signatures: DataFrame  # SIDE_TABLE rows of the kept documents (for update_side_table)
     timings: dict = {}     # seconds per eager phase: signatures, candidates, components, ...
     reused: tuple = ()     # materialised results read back from an earlier attempt (`checkpoint_token`)
+    scratch: str = ""      # the folder of the materialised results ("" for local checkpoints): the
+                           # returned frames read it, so delete it only after they are written
 
 
 def resolve_params(cfg: DedupSection) -> mh.MinHashParams:
@@ -186,7 +188,8 @@ def dedup(df: DataFrame, cfg: DedupSection, *, previous: DataFrame | None = None
                       F.concat(F.lit("duplicate_of:"), F.col("_dup")), F.col("_stage"))
     rej_bad = rejects(bad.select(*orig, "_reason"), "dedup", F.col("_reason"))
     side = _side_rows(kept, sigs, pkey)
-    return DedupResult(kept.select(*orig), rej_bad.unionByName(rej_dup), audit, side, timings, tuple(mat.reused))
+    return DedupResult(kept.select(*orig), rej_bad.unionByName(rej_dup), audit, side, timings, tuple(mat.reused),
+                       mat.folder)
 
 
 def _side_rows(kept: DataFrame, sigs: DataFrame | None, pkey: str) -> DataFrame:
