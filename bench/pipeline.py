@@ -18,7 +18,6 @@ import json
 import os
 import platform
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -30,6 +29,9 @@ ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 from baseline import baseline_python  # noqa: E402
 from corpus import ensure_corpus  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "tests"))
+from proctree import kill_tree  # noqa: E402  (the tests' crash: driver, JVM and workers)
 
 CONF = """
 [pipeline]
@@ -70,7 +72,8 @@ def run(python: str, args: list[str], out: Path, log: Path) -> float:
 
 
 def crash_in_dedup(python: str, args: list[str], out: Path, log: Path) -> float:
-    """Run until dedup's connected components start, SIGKILL the process group; seconds until the kill."""
+    """Run until dedup's connected components start, SIGKILL the driver, its JVM and its workers;
+    seconds until the kill."""
     shutil.rmtree(out, ignore_errors=True)
     flag = out.parent / (out.name + ".frozen")
     flag.unlink(missing_ok=True)
@@ -85,8 +88,7 @@ def crash_in_dedup(python: str, args: list[str], out: Path, log: Path) -> float:
                 raise SystemExit(f"the run ended before dedup; see {log}")
             time.sleep(0.2)
         seconds = time.perf_counter() - t0
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
+        kill_tree(proc)
     return seconds
 
 

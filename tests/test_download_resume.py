@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -17,6 +16,7 @@ import pytest
 from shardforge.config import DownloadSection
 from shardforge.download import download, read_url_list
 from shardforge.download.resume import fetch_record, read_spool_file, spool_files
+from proctree import kill_tree
 from webserver import TestServer, comparable_results
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,52 +49,6 @@ def _driver(tmp_path, args) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
 
-def _descendants(pid: int) -> list[int]:
-    parents: dict[int, list[int]] = {}
-    for d in os.listdir("/proc"):
-        if d.isdigit():
-            try:
-                with open(f"/proc/{d}/stat") as fh:
-                    ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            parents.setdefault(ppid, []).append(int(d))
-    out, todo = [], [pid]
-    while todo:
-        for child in parents.get(todo.pop(), []):
-            out.append(child)
-            todo.append(child)
-    return out
-
-
-def _kill_driver(proc: subprocess.Popen) -> None:
-    """SIGKILL the driver, its JVM and every Python worker. pyspark's daemon puts itself and
-    its workers in a process group of their own, so killing the driver's group alone left
-    workers downloading and spooling for a moment after the kill (a URL fetched and spooled
-    then was in neither server log the test compares). The driver's group is stopped first,
-    so the JVM forks no new worker while the tree is collected."""
-    os.killpg(proc.pid, signal.SIGSTOP)
-    tree = _descendants(proc.pid)
-    for pid in tree:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait(30)
-    deadline = time.monotonic() + 60     # killed processes outside our children vanish on their own
-    while any(os.path.exists(f"/proc/{pid}") and _state(pid) != "Z" for pid in tree) and time.monotonic() < deadline:
-        time.sleep(0.05)
-
-
-def _state(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return "Z"
-
-
 @pytest.mark.slow
 def test_kill_driver_then_resume(spark, tmp_path):
     with TestServer(hold_seconds=0.15) as srv:
@@ -122,7 +76,7 @@ def test_kill_driver_then_resume(spark, tmp_path):
             if sum(1 for r in spooled() if r["status"] == "ok") >= 20:
                 break
             time.sleep(0.05)
-        _kill_driver(proc)
+        kill_tree(proc)
         first = srv.hits()
         recorded = spooled()
         recorded_ok = {r["url"] for r in recorded if r["status"] == "ok"}

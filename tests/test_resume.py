@@ -11,13 +11,13 @@ import hashlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from proctree import kill_tree
 
 pytestmark = pytest.mark.slow
 
@@ -68,7 +68,8 @@ def _same_command(args: list[str], capsys) -> tuple[int, str]:
 
 
 def _crash(point: str, out: Path, args: list[str], while_frozen=None) -> None:
-    """Run the pipeline until `point`, call `while_frozen(pid)`, then SIGKILL the whole group."""
+    """Run the pipeline until `point`, call `while_frozen(pid)`, then SIGKILL the driver, its
+    JVM and its workers (proctree.kill_tree)."""
     flag = out.parent / f"{out.name}.{point}.frozen"
     log = open(out.parent / f"{out.name}.{point}.log", "w")
     proc = subprocess.Popen([sys.executable, str(HERE / "crash_run.py"), point, str(flag), "--", "pipeline",
@@ -84,8 +85,7 @@ def _crash(point: str, out: Path, args: list[str], while_frozen=None) -> None:
         if while_frozen is not None:
             while_frozen(proc.pid)
     finally:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait(60)
+        kill_tree(proc)
         log.close()
 
 
