@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -28,8 +27,13 @@ SLICE = 60            # sample documents the archiving run reads: enough to run 
 
 
 def _java() -> str | None:
-    home = os.environ.get("JAVA_HOME")
-    return str(Path(home) / "bin" / "java") if home else shutil.which("java")
+    """The java that spark-class runs (JAVA_HOME's, or the one on PATH); None without one."""
+    from shardforge.minihadoop import MiniHadoopError, java_home
+
+    try:
+        return str(Path(java_home()) / "bin" / "java")
+    except MiniHadoopError:
+        return None
 
 
 def archive_path(jvm_opts: str) -> Path | None:
@@ -53,14 +57,15 @@ def archive_path(jvm_opts: str) -> Path | None:
 
 
 def _build(path: Path, jvm_opts: str) -> None:
+    from submit import clean_env        # submit imports this module when it first needs it
+
     sample = (ROOT / "data" / "sample" / "docs.jsonl").read_text().splitlines()[:SLICE]
     with tempfile.TemporaryDirectory(prefix="jvm-archive-") as tmp:
         docs = Path(tmp) / "docs.jsonl"
         docs.write_text("\n".join(sample) + "\n")
         part = path.with_name(path.name + f".{os.getpid()}.part")
-        env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_GATEWAY_PORT", "PYTHONPATH")}
-        env.update(SPARK_SUBMIT_OPTS=f"{jvm_opts} -XX:ArchiveClassesAtExit={part}", SPARK_LOCAL_IP="127.0.0.1",
-                   PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+        env = clean_env({"SPARK_SUBMIT_OPTS": f"{jvm_opts} -XX:ArchiveClassesAtExit={part}",
+                         "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable})
         proc = subprocess.run(
             [sys.executable, "-m", "shardforge.cli", "pipeline", "--conf", str(ROOT / "conf" / "demo.toml"),
              "--input", str(docs), "--output", str(Path(tmp) / "out")],

@@ -14,12 +14,9 @@ def descendants(pid: int) -> list[int]:
     parents: dict[int, list[int]] = {}
     for d in os.listdir("/proc"):
         if d.isdigit():
-            try:
-                with open(f"/proc/{d}/stat") as fh:
-                    ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            parents.setdefault(ppid, []).append(int(d))
+            fields = _stat(int(d))
+            if fields:
+                parents.setdefault(int(fields[1]), []).append(int(d))
     out, todo = [], [pid]
     while todo:
         for child in parents.get(todo.pop(), []):
@@ -57,8 +54,15 @@ def _signal_group(pgid: int, sig: int) -> None:
 
 
 def state(pid: int) -> str:
+    """The process state letter ("Z" also for a process gone)."""
+    fields = _stat(pid)
+    return fields[0] if fields else "Z"
+
+
+def _stat(pid: int) -> list[str]:
+    """/proc/<pid>/stat's fields after the command name (state, ppid, ...); [] when gone."""
     try:
         with open(f"/proc/{pid}/stat") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0]
-    except OSError:
-        return "Z"
+            return fh.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return []

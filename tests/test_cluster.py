@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from shardforge import cluster, funnel, packaging
-from submit import Background, spark_jvm_opts
+from submit import Background, clean_env, conf_args, spark_jvm_opts
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
 
@@ -54,18 +54,6 @@ def _sample(tmp: Path) -> Path:
             words = " ".join(f"w{(i * 7 + j) % 97}" for j in range(40))
             f.write(json.dumps({"id": f"doc-{i:04d}", "text": f"Document {i}: {words}", "source": "gen"}) + "\n")
     return path
-
-
-def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYTHONPATH", "PYSPARK_GATEWAY_PORT")}
-    env["SPARK_LOCAL_IP"] = "127.0.0.1"
-    env["SPARK_HOME"] = str(cluster.spark_home())
-    return env
-
-
-def _conf_args(conf: dict[str, str]) -> list[str]:
-    return [a for k, v in conf.items() for a in ("--conf", f"{k}={v}")]
 
 
 def _shards(out: Path) -> dict[str, str]:
@@ -118,9 +106,9 @@ def local_run(work, sample, dist, urls) -> Background:
             "spark.submit.pyFiles": str(dist["zip"]),
             "spark.pyspark.python": sys.executable, "spark.pyspark.driver.python": sys.executable,
             "spark.jars": ",".join(_jars()), "spark.driver.host": "127.0.0.1"}
-    run = Background([cluster.spark_submit(), "--master", "local[2]", *_conf_args(conf),
+    run = Background([cluster.spark_submit(), "--master", "local[2]", *conf_args(conf),
                       str(ROOT / "jobs" / "pipeline.py"), *PIPELINE_ARGS, "--input", str(sample), "--urls", str(urls),
-                      "--output", str(out)], work / "local.log", cwd=ROOT, env=_env())
+                      "--output", str(out)], work / "local.log", cwd=ROOT, env=clean_env())
     run.out = out
     yield run
     run.stop()
@@ -168,7 +156,7 @@ def _cluster_submit(c: cluster.StandaloneCluster, dist, worker_python: str, samp
     # those over spark-submit's --conf values.
     ui = f'spark.properties={{"spark.ui.enabled" = "true", "spark.ui.port" = "{ui_port}"}}'
     return [cluster.spark_submit(), "--properties-file", str(ROOT / "conf" / "spark-standalone.conf"),
-            "--master", c.master_url, *_conf_args(conf), str(dist["main"]), "pipeline",
+            "--master", c.master_url, *conf_args(conf), str(dist["main"]), "pipeline",
             *PIPELINE_ARGS, "--set", ui, "--input", str(sample), "--urls", str(urls), "--output", str(out)]
 
 
@@ -194,7 +182,7 @@ def fault_run(local_run, standalone, dist, worker_python, sample, urls, work) ->
                               daemon=True)
     killer.start()
     run = Background(_cluster_submit(standalone, dist, worker_python, sample, urls, out, work / "events-fault",
-                                     ui_port), log, cwd=ROOT, env=_env())
+                                     ui_port), log, cwd=ROOT, env=clean_env())
     try:
         seconds = run.wait()
     finally:
@@ -319,7 +307,7 @@ def test_cluster_cli_start_status_stop(tmp_path):
     d = tmp_path / "c"
     py = [sys.executable, "-m", "shardforge.cluster"]
     start = subprocess.run([*py, "start", "--dir", str(d), "--workers", "1", "--memory", "512m"],
-                           capture_output=True, text=True, timeout=180, env=_env())
+                           capture_output=True, text=True, timeout=180, env=clean_env())
     assert start.returncode == 0, start.stderr
     info = json.loads(start.stdout)
     assert info["master_url"].startswith("spark://127.0.0.1:")
