@@ -8,7 +8,7 @@ spark-submit 4.4 instead of 7.2 (measured on this project's 2-core machine).
 
 The archive is built by one pipeline run on a slice of the bundled sample, with
 `-XX:ArchiveClassesAtExit`, into the user's cache folder, named by a hash of what must match
-for the JVM to use it (the java binary and its version, Spark's jars, the JVM options). A JVM
+for the JVM to use it (the java binary and its version, Spark's folder and jars, the JVM options). A JVM
 whose class path does not match (a YARN container, a run with its own SPARK_CONF_DIR) ignores
 the archive and starts as it would without one; `-Xlog:cds*=off` keeps that silent. Tests only:
 no result depends on it. SHARDFORGE_TEST_JVM_ARCHIVE=0 turns it off.
@@ -48,9 +48,10 @@ def archive_path(jvm_opts: str) -> Path | None:
     except (OSError, subprocess.SubprocessError):
         return None
     key = hashlib.sha256()
-    for part in (os.path.realpath(java), version, jvm_opts):
+    home = spark_home().resolve()        # the archive records the jars' paths: another venv's differ
+    for part in (os.path.realpath(java), version, jvm_opts, str(home)):
         key.update(part.encode() + b"\0")
-    for jar in sorted((spark_home() / "jars").glob("*.jar")):
+    for jar in sorted((home / "jars").glob("*.jar")):
         key.update(f"{jar.name}:{jar.stat().st_size}\0".encode())
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
     return cache / "shardforge" / "jvm-archive" / f"spark-{key.hexdigest()[:16]}.jsa"
