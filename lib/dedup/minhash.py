@@ -120,7 +120,20 @@ def _string_parts(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
 
 def hash_strings(arr: pa.Array) -> np.ndarray:
     """64-bit hash of every string in `arr` (no nulls): a polynomial over the UTF-8
-    bytes mod 2^64, then the length mixed in and splitmix64. Vectorised, O(total bytes)."""
+    bytes mod 2^64, then the length mixed in and splitmix64. Vectorised, O(total bytes)
+    of the distinct strings: words repeat, so each distinct one is hashed once
+    (dictionary encoding) and the hashes gathered back."""
+    if len(arr) == 0:
+        return np.zeros(0, _U)
+    enc = pc.dictionary_encode(arr)
+    if isinstance(enc, pa.ChunkedArray):
+        enc = enc.combine_chunks()
+    if len(enc.dictionary) * 2 > len(arr):
+        return _hash_distinct(arr)
+    return _hash_distinct(enc.dictionary)[enc.indices.to_numpy(zero_copy_only=False)]
+
+
+def _hash_distinct(arr: pa.Array) -> np.ndarray:
     offsets, data = _string_parts(arr)
     n = len(offsets) - 1
     if n == 0:
@@ -194,7 +207,12 @@ def signatures(texts: pa.Array, params: MinHashParams,
     h_p(s) = a_p * s + b_p mod 2^64 over splitmix-mixed shingle hashes s; the
     signature is the per-document minimum. Cost O(shingles x num_perm), no Python loop per row.
     """
-    sh, starts, counts = shingle_hashes(texts, params.shingle_size, tokens)
+    return signatures_of_shingles(*shingle_hashes(texts, params.shingle_size, tokens), params)
+
+
+def signatures_of_shingles(sh: np.ndarray, starts: np.ndarray, counts: np.ndarray,
+                           params: MinHashParams) -> tuple[np.ndarray, np.ndarray]:
+    """`signatures` from the output of `shingle_hashes` (the permutations alone)."""
     n = len(counts)
     sig = np.full((n, params.num_perm), _MASK, dtype=_U)
     has = counts > 0
@@ -203,9 +221,12 @@ def signatures(texts: pa.Array, params: MinHashParams,
     a, b = params.perm_a(), params.perm_b()
     idx = starts[has]
     sig_t = np.empty((params.num_perm, int(has.sum())), dtype=_U)
+    buf = np.empty_like(sh)        # one buffer for every permutation: no allocation per pass
     with np.errstate(over="ignore"):
         for p in range(params.num_perm):
-            sig_t[p] = np.minimum.reduceat(sh * a[p] + b[p], idx)
+            np.multiply(sh, a[p], out=buf)
+            np.add(buf, b[p], out=buf)
+            np.minimum.reduceat(buf, idx, out=sig_t[p])
     sig[has] = sig_t.T
     return sig, has
 
@@ -253,12 +274,22 @@ def signature_to_bytes(sig: np.ndarray) -> pa.Array:
 
 
 def signature_from_bytes(arr: pa.Array, num_perm: int) -> np.ndarray:
-    """Inverse of `signature_to_bytes` (nulls become all-ones rows)."""
+    """Inverse of `signature_to_bytes` (nulls become all-ones rows). One copy of the
+    values buffer, no loop per row."""
     n = len(arr)
     out = np.full((n, num_perm), _MASK, dtype=_U)
     if n == 0:
         return out
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
     valid = ~np.asarray(arr.is_null().to_numpy(zero_copy_only=False))
-    for i in np.flatnonzero(valid):
-        out[i] = np.frombuffer(arr[int(i)].as_py(), dtype="<u8")
+    if not valid.any():
+        return out
+    vals = arr.filter(pa.array(valid)) if not valid.all() else arr
+    width = num_perm * 8
+    off = np.frombuffer(vals.buffers()[1], dtype=np.int32)[vals.offset: vals.offset + len(vals) + 1]
+    if not (np.diff(off) == width).all():
+        raise ValueError(f"signature_from_bytes: values are not {num_perm} x 8 bytes long")
+    data = np.frombuffer(vals.buffers()[2], dtype=np.uint8)[off[0]: off[-1]]
+    out[valid] = data.view("<u8").reshape(-1, num_perm)
     return out
