@@ -93,8 +93,8 @@ def crash_in_dedup(python: str, args: list[str], out: Path, log: Path) -> float:
 
 
 # dedup's materialised results (`dedup_reused`) and the phase (`dedup_timings`) that computes each
-PHASE_OF = {"signatures": "signatures", "edges": "candidates", "cc-labels": "components",
-            "near-map": "representatives", "state": "assemble"}
+PHASE_OF = {"prepared": "prepare", "signatures": "signatures", "candidates": "candidates", "ends": "ends",
+            "edges": "verify", "cc-labels": "components", "near-map": "representatives", "state": "assemble"}
 
 
 def stage_phases(out: Path) -> dict[str, float]:

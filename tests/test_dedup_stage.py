@@ -153,15 +153,27 @@ def test_planted_corpus_quality(spark, tmp_path, exact_check):
 
 
 @pytest.mark.slow
-def test_same_result_for_any_partitioning(spark, tmp_path):
+def test_same_result_for_any_partitioning(spark, tmp_path, monkeypatch):
+    """Also: the same result whether the near map is broadcast to the assembly (one
+    partition, default) or every row's outcome is materialised first (seven partitions,
+    the path of large near maps)."""
+    from shardforge.dedup import stage
+
     docs, _ = planted_corpus(seed=11, families=40, singles=20)
     df = rows_of(spark, sorted(docs.items()))
     one = run(df.repartition(1), tmp_path / "one", rank_by="length")
+    monkeypatch.setattr(stage, "BROADCAST_NEAR_MAP_ROWS", 0)
     many = run(df.repartition(7, "text"), tmp_path / "many", rank_by="length")
+    assert (tmp_path / "many" / "ckpt").exists() and list((tmp_path / "many" / "ckpt").glob("dedup-*/state"))
+    assert not list((tmp_path / "one" / "ckpt").glob("dedup-*/state"))
     assert sorted(r.id for r in one.kept.collect()) == sorted(r.id for r in many.kept.collect())
     key = lambda r: r.id  # noqa: E731
     assert sorted(one.audit.collect(), key=key) == sorted(many.audit.collect(), key=key)
     assert sorted(one.signatures.collect(), key=key) == sorted(many.signatures.collect(), key=key)
+    assert sorted(one.rejected.collect(), key=key) == sorted(many.rejected.collect(), key=key)
+    # the kernels report their own seconds per step, summed over tasks
+    for name in ("signatures.tokenize", "signatures.shingle_hash", "signatures.permutations", "verify.exact_jaccard"):
+        assert one.timings[name] > 0, (name, one.timings)
 
 
 @pytest.mark.slow

@@ -175,9 +175,10 @@ def test_killed_in_dedup_resumes_at_dedup_and_holds_the_lock_meanwhile(setup, re
     assert "Traceback" not in second["err"] and "stage " not in second["err"]   # stopped before any stage
     assert not (out / "report.json").exists()
     report = _rerun_matches(spark, capsys, out, args, reference, "dedup")
-    # frozen after the signatures and the verified candidate edges were written, before the
-    # connected components: the rerun reads those two back instead of recomputing them
-    assert report["dedup_reused"] == ["signatures", "edges"]
+    # frozen after the prepared rows, the signatures, the candidate edges, their ends and the
+    # verified edges were written, before the connected components: the rerun reads those
+    # back instead of recomputing them
+    assert report["dedup_reused"] == ["prepared", "signatures", "candidates", "ends", "edges"]
     assert not (out / "_checkpoints").exists()
 
 

@@ -4,10 +4,12 @@ MinHash estimate). The numpy kernels live in `minhash`.
 """
 from __future__ import annotations
 
+import time
 from typing import Iterator
 
 import numpy as np
 import pyarrow as pa
+from pyspark.accumulators import AccumulatorParam
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import (ArrayType, BinaryType, DoubleType, IntegerType, LongType,
@@ -22,7 +24,6 @@ SIGNATURE_OUT = StructType([
     StructField("num_tokens", IntegerType(), False),
     StructField("signature", BinaryType(), True),
     StructField("bands", ArrayType(LongType(), True), True),
-    StructField("norm", StringType(), True),       # passed through, so later phases need no re-join
     StructField("_rk", DoubleType(), True),
 ])
 
@@ -34,22 +35,75 @@ VERIFY_OUT = StructType([
 ])
 
 
-def _sig_batches(batches: Iterator[pa.RecordBatch], params: mh.MinHashParams) -> Iterator[pa.RecordBatch]:
+class KernelTimes:
+    """Seconds each step of a Python kernel took, summed over its tasks: a Spark
+    accumulator the kernels add to when a partition ends. `jvm_in` is the time a kernel
+    waited for its next input batch (the JVM reading, computing and sending it), `jvm_out`
+    the time the JVM took to take an output batch. CPU-side figures for the phase report;
+    a retried task adds its time again."""
+
+    def __init__(self, spark):
+        self._acc = spark.sparkContext.accumulator({}, _SumByKey())
+
+    def acc(self):
+        return self._acc
+
+    @property
+    def value(self) -> dict[str, float]:
+        return dict(self._acc.value)
+
+
+class _SumByKey(AccumulatorParam):
+    def zero(self, value):
+        return {}
+
+    def addInPlace(self, a, b):
+        for k, v in b.items():
+            a[k] = a.get(k, 0.0) + v
+        return a
+
+
+class _Laps:
+    """Stopwatch of a kernel: `lap(name)` adds the time since the previous lap to `name`."""
+
+    def __init__(self, prefix: str):
+        self.prefix, self.totals, self.t = prefix, {}, time.perf_counter()
+
+    def lap(self, name: str) -> None:
+        now = time.perf_counter()
+        key = f"{self.prefix}.{name}"
+        self.totals[key] = self.totals.get(key, 0.0) + now - self.t
+        self.t = now
+
+
+def _sig_batches(batches: Iterator[pa.RecordBatch], params: mh.MinHashParams, acc=None) -> Iterator[pa.RecordBatch]:
+    laps = _Laps("signatures")
+    schema = pa.schema([pa.field(f.name, _arrow_type(f.dataType), f.nullable) for f in SIGNATURE_OUT.fields])
     for big in batches:
+        laps.lap("jvm_in")
         for start in range(0, big.num_rows, SUB_BATCH_ROWS):
             rb = big.slice(start, SUB_BATCH_ROWS)
             texts = rb.column("norm")
             tokens = mh.tokenize(texts)       # split once: for the signature and the token count
-            sig, has = mh.signatures(texts, params, tokens)
-            ntok = tokens[1].astype(np.int32)
+            laps.lap("tokenize")
+            shingles = mh.shingle_hashes(texts, params.shingle_size, tokens)
+            laps.lap("shingle_hash")
+            sig, has = mh.signatures_of_shingles(*shingles, params)
+            laps.lap("permutations")
             bands = mh.band_hashes(sig, params)
+            laps.lap("bands")
+            ntok = tokens[1].astype(np.int32)
             mask = pa.array(~has)
             sig_arr = pa.compute.if_else(mask, pa.scalar(None, pa.binary()), mh.signature_to_bytes(sig))
             offsets = pa.array(np.arange(rb.num_rows + 1, dtype=np.int32) * params.bands)
             band_list = pa.ListArray.from_arrays(offsets, pa.array(bands.reshape(-1)), mask=mask)
-            yield pa.RecordBatch.from_arrays(
-                [rb.column("id"), pa.array(ntok), sig_arr, band_list, texts, rb.column("_rk")],
-                schema=pa.schema([pa.field(f.name, _arrow_type(f.dataType), f.nullable) for f in SIGNATURE_OUT.fields]))
+            out = pa.RecordBatch.from_arrays([rb.column("id"), pa.array(ntok), sig_arr, band_list, rb.column("_rk")],
+                                             schema=schema)
+            laps.lap("output")
+            yield out
+            laps.lap("jvm_out")
+    if acc is not None:
+        acc.add(laps.totals)
 
 
 def _arrow_type(dt):
@@ -58,11 +112,14 @@ def _arrow_type(dt):
     return to_arrow_type(dt)
 
 
-def signatures_df(docs: DataFrame, params: mh.MinHashParams) -> DataFrame:
-    """(id, num_tokens, signature, bands, norm, _rk) for docs(id, norm, _rk). signature and
-    bands are null for documents with fewer tokens than the shingle size. Deterministic per row."""
+def signatures_df(docs: DataFrame, params: mh.MinHashParams, times: KernelTimes | None = None) -> DataFrame:
+    """(id, num_tokens, signature, bands, _rk) for docs(id, norm, _rk). signature and
+    bands are null for documents with fewer tokens than the shingle size. Deterministic per
+    row. `times`: the kernel adds its seconds per step to it."""
+    acc = times.acc() if times is not None else None
+
     def fn(it):
-        return _sig_batches(it, params)
+        return _sig_batches(it, params, acc)
     return docs.select("id", "norm", F.col("_rk").cast("double")).mapInArrow(fn, SIGNATURE_OUT)
 
 
@@ -92,20 +149,27 @@ def candidate_edges(new_bands: DataFrame, old_bands: DataFrame | None) -> DataFr
     return edges.distinct()
 
 
-def verify_pairs(pairs: DataFrame, params: mh.MinHashParams, *, exact: bool) -> DataFrame:
+def verify_pairs(pairs: DataFrame, params: mh.MinHashParams, *, exact: bool,
+                 times: KernelTimes | None = None, name: str = "verify") -> DataFrame:
     """(a, b, estimated, jaccard) for pairs(a, b, sig_a, sig_b, norm_a, norm_b).
 
     `estimated` is the share of agreeing signature rows; `jaccard` the exact shingle
     Jaccard when `exact` and both texts are present, else null. Vectorised per batch
-    except the exact set intersection (one numpy call per pair).
+    except the exact set intersection (one numpy call per pair). `times`: the kernel adds
+    its seconds per step to it, under `name`.
     """
+    acc = times.acc() if times is not None else None
+
     def fn(it):
+        laps = _Laps(name)
         for big in it:
+            laps.lap("jvm_in")
             for start in range(0, big.num_rows, SUB_BATCH_ROWS):
                 rb = big.slice(start, SUB_BATCH_ROWS)
                 sa = mh.signature_from_bytes(rb.column("sig_a"), params.num_perm)
                 sb = mh.signature_from_bytes(rb.column("sig_b"), params.num_perm)
                 est = mh.estimated_jaccard(sa, sb)
+                laps.lap("estimate")
                 jac = np.full(rb.num_rows, np.nan)
                 if exact:
                     na, nb = rb.column("norm_a"), rb.column("norm_b")
@@ -114,9 +178,14 @@ def verify_pairs(pairs: DataFrame, params: mh.MinHashParams, *, exact: bool) -> 
                     if ok.any():
                         idx = pa.array(np.flatnonzero(ok))
                         jac[ok] = mh.exact_jaccard(na.take(idx), nb.take(idx), params.shingle_size)
-                yield pa.RecordBatch.from_arrays(
+                laps.lap("exact_jaccard")
+                out = pa.RecordBatch.from_arrays(
                     [rb.column("a"), rb.column("b"), pa.array(est), pa.array(jac, from_pandas=True)],
                     names=["a", "b", "estimated", "jaccard"])
+                yield out
+                laps.lap("jvm_out")
+        if acc is not None:
+            acc.add(laps.totals)
     cols = pairs.select("a", "b", "sig_a", "sig_b",
                         *(["norm_a", "norm_b"] if exact else [F.lit(None).cast("string").alias("norm_a"),
                                                                F.lit(None).cast("string").alias("norm_b")]))

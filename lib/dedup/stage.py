@@ -14,8 +14,8 @@ from shardforge.config import DedupSection
 
 from . import minhash as mh
 from .components import Materializer, connected_components
-from .near import candidate_edges, passes, signatures_df, verify_pairs
-from .normalize import exact_key_expr, normalize_expr
+from .near import KernelTimes, candidate_edges, passes, signatures_df, verify_pairs
+from .normalize import normalize_expr
 from .side_table import SIDE_TABLE, SideTableMismatch
 
 
@@ -58,24 +58,34 @@ def _rank(cfg: DedupSection, df: DataFrame, length: Column) -> Column:
 
 
 def _prep(df: DataFrame, cfg: DedupSection) -> DataFrame:
+    """Input rows plus _img, _len, _key (exact key), _empty (normalised text is empty),
+    _rowh (a hash of the whole row), _rk and _grp. The normalised text is not kept: it is
+    made once here for the key, and again later only for the rows that need it."""
     cols = df.columns
     kind = F.col("kind") if "kind" in cols else F.lit(None).cast("string")
     image = F.col("image") if "image" in cols else F.lit(None).cast("binary")
     is_img = F.coalesce(kind == F.lit("image"), F.lit(False))
     length = F.when(is_img, F.coalesce(F.octet_length(image), F.lit(0))).otherwise(
         F.coalesce(F.char_length(F.col("text")), F.lit(0))).cast("long")
-    key = exact_key_expr(F.col("text"), image, kind, cfg.normalization)
     out = df.select(
         "*",
         F.when(is_img, F.lit(None).cast("string")).otherwise(normalize_expr(F.col("text"), cfg.normalization)).alias("_norm"),
         is_img.alias("_img"),
         length.alias("_len"),
-        key.alias("_key"),
         F.xxhash64(F.to_json(F.struct(*[F.col(c) for c in cols]))).alias("_rowh"),
     )
+    key = F.when(F.col("_img"), F.concat(F.lit("img:"), F.sha2(image, 256))).otherwise(
+        F.concat(F.lit("txt:"), F.sha2(F.col("_norm"), 256)))
+    out = out.select(*[c for c in out.columns if c != "_norm"], key.alias("_key"),
+                     (~F.col("_img") & (F.col("_norm") == F.lit(""))).alias("_empty"))
     out = out.withColumn("_rk", _rank(cfg, df, F.col("_len")))
     group = F.col("_key") if cfg.exact else F.concat_ws("|", F.col("_key"), F.col("id"))
     return out.withColumn("_grp", group)
+
+
+# a near map of at most this many rows is broadcast to the assembly instead of joined by a
+# shuffle; above it, every row's outcome is materialised once (the outputs then read it)
+BROADCAST_NEAR_MAP_ROWS = 500_000
 
 
 def dedup(df: DataFrame, cfg: DedupSection, *, previous: DataFrame | None = None,
@@ -88,14 +98,14 @@ def dedup(df: DataFrame, cfg: DedupSection, *, previous: DataFrame | None = None
     `previous` is the side table (`read_side_table`) of documents kept before: they
     are never removed, and new rows that duplicate them are. `previous_docs` (id, text)
     of those documents enables the exact Jaccard check against them (else the MinHash
-    estimate is used for those pairs). Runs the near-dedup jobs eagerly (signatures,
-    edges and component labels are materialised under `checkpoint_dir`, which the
-    returned frames read from: remove it only after they are written); exact dedup
-    and the returned frames are lazy. With `checkpoint_token` (one per input and settings:
+    estimate is used for those pairs). Runs its jobs eagerly (the prepared rows,
+    signatures, edges and component labels are materialised under `checkpoint_dir`, which
+    the returned frames read from: remove it only after they are written); the returned
+    frames are lazy. With `checkpoint_token` (one per input and settings:
     the stage engine passes its output and stage fingerprint), those results go under
     `<checkpoint_dir>/dedup-<token>/` and an earlier attempt's finished ones are read back
     instead of recomputed (`reused`): a run killed in the middle of dedup keeps its
-    signatures and candidate edges.
+    prepared rows, signatures and edges.
     """
     for c in ("id", "text"):
         if c not in df.columns:
@@ -110,7 +120,7 @@ def dedup(df: DataFrame, cfg: DedupSection, *, previous: DataFrame | None = None
     invalid = (F.when(F.col("id").isNull(), F.lit("invalid:null_id"))
                .when(F.col("_img") & F.col("image").isNull() if "image" in df.columns else F.lit(False),
                      F.lit("invalid:missing_image"))
-               .when(~F.col("_img") & (F.col("_norm") == F.lit("")), F.lit("invalid:empty_text")))
+               .when(F.col("_empty"), F.lit("invalid:empty_text")))
     d = d.withColumn("_reason", invalid)
 
     # 2. one id, one content: later rows reusing an id for other content are rejected
@@ -143,35 +153,48 @@ def dedup(df: DataFrame, cfg: DedupSection, *, previous: DataFrame | None = None
     ok = ok.withColumn("_exact_rep", F.coalesce("_old_rep", "_batch_rep")).withColumn(
         "_is_rep", F.col("_old_rep").isNull() & (F.col("_rn") == 1))
 
+    # one materialisation of every row with its exact-dedup outcome: the near-dedup phases
+    # and the outputs read it, so the input is read, normalised and shuffled once
     mat = Materializer(spark, checkpoint_dir, token=checkpoint_token, reuse=checkpoint_token is not None)
+    times = KernelTimes(spark)
     timings: dict[str, float] = {}
-    reps = ok.where(F.col("_is_rep") & ~F.col("_img")).select("id", F.col("_norm").alias("norm"), "_rk")
+    prep_cols = [*orig, "_img", "_key", "_len", "_rk", "_reason", "_exact_rep", "_is_rep"]
+    bad = bad.withColumn("_exact_rep", F.lit(None).cast("string")).withColumn("_is_rep", F.lit(False))
+    t0 = time.perf_counter()
+    prepared = mat(ok.select(*prep_cols).unionByName(bad.select(*prep_cols)), "prepared")
+    timings["prepare"] = time.perf_counter() - t0
+    reps = prepared.where(F.col("_is_rep") & ~F.col("_img"))
     sigs = None
     if cfg.near:
         t0 = time.perf_counter()
-        sigs = mat(signatures_df(reps, params), "signatures")
+        sigs = mat(signatures_df(reps.select("id", normalize_expr(F.col("text"), cfg.normalization).alias("norm"),
+                                            "_rk"), params, times), "signatures")
         timings["signatures"] = time.perf_counter() - t0
-        near_map = _near(spark, cfg, params, pkey, reps, sigs, prev, previous_docs, mat, timings)
+        near_map = _near(spark, cfg, params, pkey, reps, sigs, prev, previous_docs, mat, timings, times)
     else:
         near_map = None
 
-    # 4. assemble: every ok row is kept or removed, pointing at the final representative
-    if near_map is not None:
-        ok = ok.join(near_map, ok["_exact_rep"] == near_map["_e"], "left").drop("_e")
-    else:
-        ok = (ok.withColumn("_r", F.lit(None).cast("string")).withColumn("_est", F.lit(None).cast("double"))
-              .withColumn("_jac", F.lit(None).cast("double")))
-    ok = ok.withColumn("_kept", F.col("_is_rep") & F.col("_r").isNull()).withColumn(
-        "_dup", F.when(~F.col("_kept"), F.coalesce("_r", "_exact_rep"))).withColumn(
-        "_stage", F.when(F.col("_kept"), F.lit(None)).when(F.col("_r").isNull(), F.lit("exact")).otherwise(F.lit("near")))
-    state_cols = [*orig, "_img", "_key", "_len", "_kept", "_dup", "_stage", "_est", "_jac", "_reason"]
-    bad = (bad.withColumn("_kept", F.lit(False)).withColumn("_dup", F.lit(None).cast("string"))
-           .withColumn("_stage", F.lit(None).cast("string")).withColumn("_est", F.lit(None).cast("double"))
-           .withColumn("_jac", F.lit(None).cast("double")))
-    # one materialisation of every row's outcome: the four results are cheap reads of it
+    # 4. assemble: every row is kept or removed, pointing at the final representative
     t0 = time.perf_counter()
-    state = mat(ok.select(*state_cols).unionByName(bad.select(*state_cols)), "state")
+    state = prepared
+    if near_map is not None:
+        small = near_map.count() <= BROADCAST_NEAR_MAP_ROWS
+        nm = F.broadcast(near_map) if small else near_map
+        state = state.join(nm, state["_exact_rep"] == nm["_e"], "left").drop("_e")
+    else:
+        small = True
+        state = (state.withColumn("_r", F.lit(None).cast("string")).withColumn("_est", F.lit(None).cast("double"))
+                 .withColumn("_jac", F.lit(None).cast("double")))
+    ok_row = F.col("_reason").isNull()
+    state = state.withColumn("_kept", ok_row & F.col("_is_rep") & F.col("_r").isNull()).withColumn(
+        "_dup", F.when(ok_row & ~F.col("_kept"), F.coalesce("_r", "_exact_rep"))).withColumn(
+        "_stage", F.when(~ok_row | F.col("_kept"), F.lit(None)).when(F.col("_r").isNull(), F.lit("exact"))
+        .otherwise(F.lit("near")))
+    state = state.select(*orig, "_img", "_key", "_len", "_kept", "_dup", "_stage", "_est", "_jac", "_reason")
+    if not small:
+        state = mat(state, "state")
     timings["assemble"] = time.perf_counter() - t0
+    timings.update({k: v for k, v in sorted(times.value.items())})
     kept = state.where(F.col("_kept"))
     removed = state.where(~F.col("_kept") & F.col("_reason").isNull())
     bad = state.where(F.col("_reason").isNotNull())
@@ -204,11 +227,10 @@ def _side_rows(kept: DataFrame, sigs: DataFrame | None, pkey: str) -> DataFrame:
     return conform(out, SIDE_TABLE)
 
 
-def _near(spark, cfg, params, pkey, reps, sigs, prev, previous_docs, mat, timings) -> DataFrame:
+def _near(spark, cfg, params, pkey, reps, sigs, prev, previous_docs, mat, timings, times) -> DataFrame:
     """(_e, _r, _est, _jac): new exact representatives removed as near duplicates of _r."""
     new_nodes = (sigs.where(F.col("signature").isNotNull())
-                 .select("id", F.xxhash64("id").alias("node"), F.lit(False).alias("old"), "signature", "bands",
-                         "norm", "_rk"))
+                 .select("id", F.xxhash64("id").alias("node"), F.lit(False).alias("old"), "signature", "bands", "_rk"))
     nodes = new_nodes
     old_nodes = None
     if prev is not None:
@@ -219,24 +241,40 @@ def _near(spark, cfg, params, pkey, reps, sigs, prev, previous_docs, mat, timing
         old_nodes = prev.where(F.col("signature").isNotNull()).select(
             "id", F.xxhash64("id").alias("node"), F.lit(True).alias("old"), "signature", "bands",
             _rank(cfg, prev, F.col("length")).alias("_rk"))
-        if previous_docs is not None:
-            pd = previous_docs.select(F.col("id").alias("_pdid"), normalize_expr(F.col("text"), cfg.normalization).alias("norm"))
-            old_nodes = old_nodes.join(pd, old_nodes["id"] == pd["_pdid"], "left").drop("_pdid")
-        else:
-            old_nodes = old_nodes.withColumn("norm", F.lit(None).cast("string"))
-        nodes = new_nodes.unionByName(old_nodes.select(*new_nodes.columns))
-    edges = candidate_edges(new_nodes.select("node", "old", "bands"),
-                            None if old_nodes is None else old_nodes.select("node", "old", "bands"))
-    ends = nodes.select("node", "signature", "norm")
-    pairs = (edges.join(ends.select(F.col("node").alias("src"), F.col("signature").alias("sig_a"),
-                                    F.col("norm").alias("norm_a")), "src")
-             .join(ends.select(F.col("node").alias("dst"), F.col("signature").alias("sig_b"),
-                               F.col("norm").alias("norm_b")), "dst")
-             .select(F.col("src").alias("a"), F.col("dst").alias("b"), "sig_a", "sig_b", "norm_a", "norm_b"))
+        nodes = new_nodes.unionByName(old_nodes)
     t0 = time.perf_counter()
-    verified = mat(verify_pairs(pairs, params, exact=cfg.exact_jaccard_check)
-                   .where(passes(cfg.threshold, params.num_perm)), "edges")
+    edges = mat(candidate_edges(new_nodes.select("node", "old", "bands"),
+                                None if old_nodes is None else old_nodes.select("node", "old", "bands")), "candidates")
     timings["candidates"] = time.perf_counter() - t0
+
+    # the signatures and (for the exact check) normalised texts of the candidates' ends only
+    t0 = time.perf_counter()
+    end_nodes = edges.select(F.col("src").alias("node")).union(edges.select(F.col("dst").alias("node"))).distinct()
+    ends = nodes.select("node", "signature").join(end_nodes, "node", "left_semi")
+    if cfg.exact_jaccard_check:
+        texts = reps.select(F.xxhash64("id").alias("node"), "text")
+        if old_nodes is not None and previous_docs is not None:
+            texts = texts.unionByName(previous_docs.select(F.xxhash64("id").alias("node"), "text"))
+        norms = texts.join(end_nodes, "node", "left_semi").select(
+            "node", normalize_expr(F.col("text"), cfg.normalization).alias("norm"))
+        ends = ends.join(norms, "node", "left")
+    else:
+        ends = ends.withColumn("norm", F.lit(None).cast("string"))
+    ends = mat(ends, "ends")
+    timings["ends"] = time.perf_counter() - t0
+
+    def with_ends(pairs, a, b):
+        return (pairs.join(ends.select(F.col("node").alias(a), F.col("signature").alias("sig_a"),
+                                       F.col("norm").alias("norm_a")), a)
+                .join(ends.select(F.col("node").alias(b), F.col("signature").alias("sig_b"),
+                                  F.col("norm").alias("norm_b")), b))
+
+    pairs = with_ends(edges, "src", "dst").select(F.col("src").alias("a"), F.col("dst").alias("b"),
+                                                  "sig_a", "sig_b", "norm_a", "norm_b")
+    t0 = time.perf_counter()
+    verified = mat(verify_pairs(pairs, params, exact=cfg.exact_jaccard_check, times=times)
+                   .where(passes(cfg.threshold, params.num_perm)), "edges")
+    timings["verify"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     labels = connected_components(verified.select(F.col("a").alias("src"), F.col("b").alias("dst")), mat,
                                   max_iterations=cfg.max_component_iterations)
@@ -248,12 +286,8 @@ def _near(spark, cfg, params, pkey, reps, sigs, prev, previous_docs, mat, timing
     moved = (members.join(best, "component").where(~F.col("old") & (F.col("id") != F.col("rep.id")))
              .select(F.col("node").alias("a"), F.col("rep.node").alias("b"), F.col("id").alias("_e"),
                      F.col("rep.id").alias("_r")))
-    sim_pairs = (moved.join(ends.select(F.col("node").alias("a"), F.col("signature").alias("sig_a"),
-                                        F.col("norm").alias("norm_a")), "a")
-                 .join(ends.select(F.col("node").alias("b"), F.col("signature").alias("sig_b"),
-                                   F.col("norm").alias("norm_b")), "b"))
-    sims = verify_pairs(sim_pairs.select("a", "b", "sig_a", "sig_b", "norm_a", "norm_b"), params,
-                        exact=cfg.exact_jaccard_check)
+    sims = verify_pairs(with_ends(moved, "a", "b").select("a", "b", "sig_a", "sig_b", "norm_a", "norm_b"), params,
+                        exact=cfg.exact_jaccard_check, times=times, name="similarity")
     out = moved.join(sims, ["a", "b"]).select("_e", "_r", F.col("estimated").alias("_est"), F.col("jaccard").alias("_jac"))
     out = mat(out, "near-map")
     timings["representatives"] = time.perf_counter() - t0
