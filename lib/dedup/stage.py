@@ -135,23 +135,27 @@ def dedup(df: DataFrame, cfg: DedupSection, *, previous: DataFrame | None = None
         d = d.join(clash, d["id"] == clash["_pid"], "left").withColumn(
             "_reason", F.coalesce("_reason", F.when(F.col("_pkey").isNotNull() & (F.col("_pkey") != F.col("_key")),
                                                     F.lit("invalid:id_exists")))).drop("_pid", "_pkey")
-    bad = d.where(F.col("_reason").isNotNull())
-    ok = d.where(F.col("_reason").isNull())
 
-    # 3. exact: the best row of each group is its representative; earlier documents win
-    w = Window.partitionBy("_grp").orderBy("_rk", "id", "_rowh")
-    ok = ok.withColumn("_rn", F.row_number().over(w)).withColumn("_batch_rep", F.first("id").over(w))
+    # 3. exact: the best row of each group is its representative; earlier documents win.
+    # One pass over all rows (no union of a valid and an invalid branch, which would read,
+    # normalise and shuffle the input twice): invalid rows get window keys of their own,
+    # spread by row hash, and their outcome columns are masked.
+    valid = F.col("_reason").isNull()
+    d = d.withColumn("_wgrp", F.when(valid, F.col("_grp")).otherwise(
+        F.concat(F.lit("\u0000invalid|"), F.col("_rowh").cast("string"))))
+    w = Window.partitionBy("_wgrp").orderBy("_rk", "id", "_rowh")
+    d = d.withColumn("_rn", F.row_number().over(w)).withColumn("_batch_rep", F.first("id").over(w))
     if prev is not None:
         pk = prev.select(F.when(F.lit(cfg.exact), F.col("exact_key"))
-                         .otherwise(F.concat_ws("|", "exact_key", "id")).alias("_grp"),
+                         .otherwise(F.concat_ws("|", "exact_key", "id")).alias("_wgrp"),
                          _rank(cfg, prev.withColumn("quality", F.col("quality")), F.col("length")).alias("_ork"),
                          F.col("id").alias("_oid"))
-        pk = pk.groupBy("_grp").agg(F.min(F.struct("_ork", "_oid"))["_oid"].alias("_old_rep"))
-        ok = ok.join(pk, "_grp", "left")
+        pk = pk.groupBy("_wgrp").agg(F.min(F.struct("_ork", "_oid"))["_oid"].alias("_old_rep"))
+        d = d.join(pk, "_wgrp", "left")
     else:
-        ok = ok.withColumn("_old_rep", F.lit(None).cast("string"))
-    ok = ok.withColumn("_exact_rep", F.coalesce("_old_rep", "_batch_rep")).withColumn(
-        "_is_rep", F.col("_old_rep").isNull() & (F.col("_rn") == 1))
+        d = d.withColumn("_old_rep", F.lit(None).cast("string"))
+    d = d.withColumn("_exact_rep", F.when(valid, F.coalesce("_old_rep", "_batch_rep"))).withColumn(
+        "_is_rep", valid & F.col("_old_rep").isNull() & (F.col("_rn") == 1))
 
     # one materialisation of every row with its exact-dedup outcome: the near-dedup phases
     # and the outputs read it, so the input is read, normalised and shuffled once
@@ -159,9 +163,8 @@ def dedup(df: DataFrame, cfg: DedupSection, *, previous: DataFrame | None = None
     times = KernelTimes(spark)
     timings: dict[str, float] = {}
     prep_cols = [*orig, "_img", "_key", "_len", "_rk", "_reason", "_exact_rep", "_is_rep"]
-    bad = bad.withColumn("_exact_rep", F.lit(None).cast("string")).withColumn("_is_rep", F.lit(False))
     t0 = time.perf_counter()
-    prepared = mat(ok.select(*prep_cols).unionByName(bad.select(*prep_cols)), "prepared")
+    prepared = mat(d.select(*prep_cols), "prepared")
     timings["prepare"] = time.perf_counter() - t0
     reps = prepared.where(F.col("_is_rep") & ~F.col("_img"))
     sigs = None
