@@ -47,6 +47,26 @@ def test_short_documents_have_no_signature():
     assert mh.token_counts(pa.array(["one two  three", None])).tolist() == [3, 0]
 
 
+@pytest.mark.parametrize("block", [1, 7, 300, 1 << 16])
+def test_signatures_equal_the_per_document_definition_for_any_block_size(monkeypatch, block):
+    """The blocked permutation passes give, for every document, min over its shingles of
+    a_p * s + b_p mod 2^64, computed here one document and one permutation at a time (with
+    Python integers, not numpy); documents without shingles sit between others."""
+    rng = random.Random(3)
+    words = [f"w{i}" for i in range(400)]
+    texts = [" ".join(rng.choice(words) for _ in range(rng.choice([0, 3, 5, 6, 40, 700]))) for _ in range(60)]
+    params = mh.MinHashParams(num_perm=16, shingle_size=5, bands=4, rows=4, seed=9)
+    monkeypatch.setattr(mh, "BLOCK_SHINGLES", block)
+    sig, has = mh.signatures(pa.array(texts), params)
+    sh, starts, counts = mh.shingle_hashes(pa.array(texts), 5)
+    a, b = [int(x) for x in params.perm_a()], [int(x) for x in params.perm_b()]
+    for i, t in enumerate(texts):
+        assert has[i] == (len(t.split()) >= 5)
+        mine = [int(x) for x in sh[starts[i]:starts[i] + counts[i]]]
+        expect = [min((ap * x + bp) % 2**64 for x in mine) if mine else 2**64 - 1 for ap, bp in zip(a, b)]
+        assert [int(x) for x in sig[i]] == expect, i
+
+
 def test_signature_bytes_round_trip_and_bands():
     p = mh.MinHashParams(bands=4, rows=2, num_perm=8)
     sig, _ = mh.signatures(pa.array(["a b c d e f g", "h i j k l m n"]), p)
