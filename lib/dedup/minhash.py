@@ -166,19 +166,28 @@ def shingle_hashes(texts: pa.Array, shingle_size: int,
     th = hash_strings(flat)
     k = shingle_size
     counts = np.maximum(ntok - k + 1, 0)
-    tok_starts = np.concatenate([[0], np.cumsum(ntok)[:-1]]).astype(np.int64) if len(ntok) else np.zeros(0, np.int64)
     total = int(counts.sum())
     if total == 0:
         return np.zeros(0, _U), np.zeros(len(ntok), np.int64), counts
-    # flat index of each shingle's first token
     sh_doc_start = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
-    first = np.arange(total, dtype=np.int64) - np.repeat(sh_doc_start, counts) + np.repeat(tok_starts, counts)
+    # the n-gram at every flat token position (contiguous slices, no gathers), then only the
+    # positions whose n-gram ends inside its own document: not the last k-1 of each document
+    m = len(th) - k + 1
     mult = _stream(0, k, 3) | _U(1)
     with np.errstate(over="ignore"):
-        acc = np.zeros(total, _U)
-        for i in range(k):
-            acc += th[first + i] * mult[i]
-    return splitmix64(acc), sh_doc_start, counts
+        acc = th[:m] * mult[0]
+        tmp = np.empty_like(acc)
+        for i in range(1, k):
+            np.multiply(th[i:i + m], mult[i], out=tmp)
+            acc += tmp
+    ends = np.cumsum(ntok)
+    starts = ends - ntok
+    keep = np.ones(m, dtype=bool)
+    for j in range(1, k):
+        pos = ends - j
+        pos = pos[(pos >= starts) & (pos < m)]
+        keep[pos] = False
+    return splitmix64(acc[keep]), sh_doc_start, counts
 
 
 def tokenize(texts: pa.Array) -> tuple[pa.Array, np.ndarray]:
