@@ -32,8 +32,19 @@ class PeakRss:
         while todo:
             p = todo.pop()
             seen.append(p)
-            todo += kids.get(p, [])
+            todo += [k for k in kids.get(p, []) if not self._unexeced_jvm_child(p, k)]
         return seen
+
+    @staticmethod
+    def _unexeced_jvm_child(parent: int, child: int) -> bool:
+        """A JVM's child still running the JVM's binary: a process launch (Hadoop's `chmod`,
+        ...) caught between its vfork/posix_spawn and its exec. It shares the JVM's memory, and
+        /proc reports that memory again for it, so counting it would double the JVM."""
+        try:
+            exe = os.readlink(f"/proc/{parent}/exe")
+            return os.path.basename(exe) == "java" and os.readlink(f"/proc/{child}/exe") == exe
+        except OSError:
+            return False
 
     @staticmethod
     def _kib_field(path: str, name: str) -> int:
