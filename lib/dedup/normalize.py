@@ -47,11 +47,11 @@ def normalize(text: str | None, mode: str) -> str:
     return ws.lower() if mode == "lower" else ws
 
 
-def exact_key_expr(text_col, image_col, kind_col, mode: str):
+def exact_key_expr(norm_col, image_col, is_image_col):
     """Spark Column of the exact-duplicate key: 'img:' + sha256(image) for image rows,
-    'txt:' + sha256(normalised text) otherwise."""
+    'txt:' + sha256(normalised text) otherwise. `norm_col` is the normalised text
+    (`normalize_expr`), made once by the caller, which also needs it for other things."""
     from pyspark.sql import functions as F
 
-    is_image = F.coalesce(kind_col == F.lit("image"), F.lit(False))
-    return F.when(is_image, F.concat(F.lit("img:"), F.sha2(image_col, 256))).otherwise(
-        F.concat(F.lit("txt:"), F.sha2(normalize_expr(text_col, mode), 256)))
+    return F.when(is_image_col, F.concat(F.lit("img:"), F.sha2(image_col, 256))).otherwise(
+        F.concat(F.lit("txt:"), F.sha2(norm_col, 256)))

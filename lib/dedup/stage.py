@@ -15,7 +15,7 @@ from shardforge.config import DedupSection
 from . import minhash as mh
 from .components import Materializer, connected_components
 from .near import KernelTimes, candidate_edges, passes, signatures_df, verify_pairs
-from .normalize import normalize_expr
+from .normalize import exact_key_expr, normalize_expr
 from .side_table import SIDE_TABLE, SideTableMismatch
 
 
@@ -74,8 +74,7 @@ def _prep(df: DataFrame, cfg: DedupSection) -> DataFrame:
         length.alias("_len"),
         F.xxhash64(F.to_json(F.struct(*[F.col(c) for c in cols]))).alias("_rowh"),
     )
-    key = F.when(F.col("_img"), F.concat(F.lit("img:"), F.sha2(image, 256))).otherwise(
-        F.concat(F.lit("txt:"), F.sha2(F.col("_norm"), 256)))
+    key = exact_key_expr(F.col("_norm"), image, F.col("_img"))
     out = out.select(*[c for c in out.columns if c != "_norm"], key.alias("_key"),
                      (~F.col("_img") & (F.col("_norm") == F.lit(""))).alias("_empty"))
     out = out.withColumn("_rk", _rank(cfg, df, F.col("_len")))
