@@ -65,6 +65,11 @@ bench: setup
 	$(PY) bench/loader.py
 	$(PY) bench/redact.py
 	$(PY) bench/dedup.py --sizes 100000 1000000 --datatrove
+	$(PY) bench/corpus.py --docs 100000 --out .bench/corpus-100k.jsonl
+	$(PY) bench/corpus.py --docs 1000000 --out .bench/corpus-1m.jsonl
+	$(PY) bench/dedup_e2e.py --corpus .bench/corpus-100k.jsonl --work .bench/e2e --label after-100k --rounds 2 --datatrove
+	$(PY) bench/dedup_e2e.py --corpus .bench/corpus-1m.jsonl --work .bench/e2e1m --label after-1m --no-quality
+	$(PY) bench/dedup_prepare.py --corpus .bench/corpus-100k.jsonl
 	$(PY) bench/download.py
 	$(PY) bench/extract.py --sample 200
 	$(PY) bench/langid.py --per-language 200
