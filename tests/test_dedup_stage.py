@@ -162,7 +162,7 @@ def test_same_result_for_any_partitioning(spark, tmp_path, monkeypatch):
     docs, _ = planted_corpus(seed=11, families=40, singles=20)
     df = rows_of(spark, sorted(docs.items()))
     one = run(df.repartition(1), tmp_path / "one", rank_by="length")
-    monkeypatch.setattr(stage, "BROADCAST_NEAR_MAP_ROWS", 0)
+    monkeypatch.setattr(stage, "BROADCAST_NEAR_MAP_BYTES", 0)
     many = run(df.repartition(7, "text"), tmp_path / "many", rank_by="length")
     assert (tmp_path / "many" / "ckpt").exists() and list((tmp_path / "many" / "ckpt").glob("dedup-*/state"))
     assert not list((tmp_path / "one" / "ckpt").glob("dedup-*/state"))

@@ -82,9 +82,11 @@ def _prep(df: DataFrame, cfg: DedupSection) -> DataFrame:
     return out.withColumn("_grp", group)
 
 
-# a near map of at most this many rows is broadcast to the assembly instead of joined by a
-# shuffle; above it, every row's outcome is materialised once (the outputs then read it)
-BROADCAST_NEAR_MAP_ROWS = 500_000
+# a near map of at most this many bytes (ids plus 40 per row) is broadcast to the assembly
+# instead of joined by a shuffle; above it, every row's outcome is materialised once (the
+# outputs then read it). Below Spark's 10 MB broadcast threshold, which the no-funnel check
+# also holds every broadcast to.
+BROADCAST_NEAR_MAP_BYTES = 8 << 20
 
 
 def dedup(df: DataFrame, cfg: DedupSection, *, previous: DataFrame | None = None,
@@ -180,7 +182,8 @@ def dedup(df: DataFrame, cfg: DedupSection, *, previous: DataFrame | None = None
     t0 = time.perf_counter()
     state = prepared
     if near_map is not None:
-        small = near_map.count() <= BROADCAST_NEAR_MAP_ROWS
+        size = near_map.agg(F.sum(F.octet_length("_e") + F.octet_length("_r") + F.lit(40))).first()[0] or 0
+        small = size <= BROADCAST_NEAR_MAP_BYTES
         nm = F.broadcast(near_map) if small else near_map
         state = state.join(nm, state["_exact_rep"] == nm["_e"], "left").drop("_e")
     else:
@@ -266,10 +269,12 @@ def _near(spark, cfg, params, pkey, reps, sigs, prev, previous_docs, mat, timing
     timings["ends"] = time.perf_counter() - t0
 
     def with_ends(pairs, a, b):
+        # sort-merge joins: `ends` (signatures and texts) is small on disk but not in memory, and
+        # a broadcast of it would pass through the driver
         return (pairs.join(ends.select(F.col("node").alias(a), F.col("signature").alias("sig_a"),
-                                       F.col("norm").alias("norm_a")), a)
+                                       F.col("norm").alias("norm_a")).hint("merge"), a)
                 .join(ends.select(F.col("node").alias(b), F.col("signature").alias("sig_b"),
-                                  F.col("norm").alias("norm_b")), b))
+                                  F.col("norm").alias("norm_b")).hint("merge"), b))
 
     pairs = with_ends(edges, "src", "dst").select(F.col("src").alias("a"), F.col("dst").alias("b"),
                                                   "sig_a", "sig_b", "norm_a", "norm_b")
