@@ -39,8 +39,9 @@ class KernelTimes:
     """Seconds each step of a Python kernel took, summed over its tasks: a Spark
     accumulator the kernels add to when a partition ends. `jvm_in` is the time a kernel
     waited for its next input batch (the JVM reading, computing and sending it), `jvm_out`
-    the time the JVM took to take an output batch. CPU-side figures for the phase report;
-    a retried task adds its time again."""
+    the time the JVM took to take an output batch. Each is the wall clock inside the Python
+    worker, summed over tasks (on a busy machine it includes waiting for a core); a retried
+    task adds its time again."""
 
     def __init__(self, spark):
         self._acc = spark.sparkContext.accumulator({}, _SumByKey())
