@@ -105,11 +105,13 @@ def estimate_floor(threshold: float, num_perm: int) -> float:
 # --- hashing ------------------------------------------------------------------------
 
 def _string_parts(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
-    """(offsets rebased to 0 as int64, utf-8 bytes as uint8) of a string array without nulls."""
-    if pa.types.is_large_string(arr.type):
+    """(offsets rebased to 0 as int64, bytes as uint8) of a string or binary array without
+    nulls (other types are cast to string)."""
+    if pa.types.is_large_string(arr.type) or pa.types.is_large_binary(arr.type):
         off_t = np.int64
     else:
-        arr = arr.cast(pa.string()) if not pa.types.is_string(arr.type) else arr
+        if not (pa.types.is_string(arr.type) or pa.types.is_binary(arr.type)):
+            arr = arr.cast(pa.string())
         off_t = np.int32
     bufs = arr.buffers()
     offsets = np.frombuffer(bufs[1], dtype=off_t)[arr.offset: arr.offset + len(arr) + 1].astype(np.int64)
@@ -311,11 +313,8 @@ def signature_from_bytes(arr: pa.Array, num_perm: int) -> np.ndarray:
     valid = ~np.asarray(arr.is_null().to_numpy(zero_copy_only=False))
     if not valid.any():
         return out
-    vals = arr.filter(pa.array(valid)) if not valid.all() else arr
-    width = num_perm * 8
-    off = np.frombuffer(vals.buffers()[1], dtype=np.int32)[vals.offset: vals.offset + len(vals) + 1]
-    if not (np.diff(off) == width).all():
+    off, data = _string_parts(arr.filter(pa.array(valid)) if not valid.all() else arr)
+    if not (np.diff(off) == num_perm * 8).all():
         raise ValueError(f"signature_from_bytes: values are not {num_perm} x 8 bytes long")
-    data = np.frombuffer(vals.buffers()[2], dtype=np.uint8)[off[0]: off[-1]]
     out[valid] = data.view("<u8").reshape(-1, num_perm)
     return out

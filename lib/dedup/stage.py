@@ -190,16 +190,16 @@ def dedup(df: DataFrame, cfg: DedupSection, *, previous: DataFrame | None = None
         small = True
         state = (state.withColumn("_r", F.lit(None).cast("string")).withColumn("_est", F.lit(None).cast("double"))
                  .withColumn("_jac", F.lit(None).cast("double")))
-    ok_row = F.col("_reason").isNull()
-    state = state.withColumn("_kept", ok_row & F.col("_is_rep") & F.col("_r").isNull()).withColumn(
-        "_dup", F.when(ok_row & ~F.col("_kept"), F.coalesce("_r", "_exact_rep"))).withColumn(
-        "_stage", F.when(~ok_row | F.col("_kept"), F.lit(None)).when(F.col("_r").isNull(), F.lit("exact"))
+    # `_is_rep` holds only for valid rows, so kept rows are valid
+    state = state.withColumn("_kept", F.col("_is_rep") & F.col("_r").isNull()).withColumn(
+        "_dup", F.when(valid & ~F.col("_kept"), F.coalesce("_r", "_exact_rep"))).withColumn(
+        "_stage", F.when(~valid | F.col("_kept"), F.lit(None)).when(F.col("_r").isNull(), F.lit("exact"))
         .otherwise(F.lit("near")))
     state = state.select(*orig, "_img", "_key", "_len", "_kept", "_dup", "_stage", "_est", "_jac", "_reason")
     if not small:
         state = mat(state, "state")
     timings["assemble"] = time.perf_counter() - t0
-    timings.update({k: v for k, v in sorted(times.value.items())})
+    timings.update(sorted(times.value.items()))
     kept = state.where(F.col("_kept"))
     removed = state.where(~F.col("_kept") & F.col("_reason").isNull())
     bad = state.where(F.col("_reason").isNotNull())
