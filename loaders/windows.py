@@ -16,6 +16,7 @@ read through it too.
 from __future__ import annotations
 
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import Iterator
 
@@ -38,14 +39,75 @@ def _pool(name: str, threads: int) -> ThreadPoolExecutor:
     return got[1]
 
 
+class _Decode:
+    """The decode of one window's row groups, shared by whoever has time for it.
+
+    A background thread takes the row groups one at a time (`work`); the reader, once it
+    needs the window (`window`), takes the ones not yet started itself instead of waiting,
+    then waits only for those in progress. A reader that keeps a core busy with its batches
+    leaves the whole decode to the background (one row group at a time: the least memory
+    and no threads fighting over the cores); one that has caught up decodes side by side
+    with it. Row groups decode without pyarrow's column threads, except a window of one row
+    group that the reader decodes itself with `threads`.
+    """
+
+    def __init__(self, source: Source, blocks):
+        self.source, self.blocks = source, blocks
+        self.tables: list = [None] * len(blocks)
+        self._next = 0                 # the first row group nobody has started
+        self._running = 0              # started, not finished
+        self._stop = False             # cancelled, or a decode failed
+        self._error: BaseException | None = None
+        self._cond = threading.Condition()
+
+    def work(self, threads: bool = False) -> None:
+        """Decode row groups nobody has started, until none is left."""
+        while True:
+            with self._cond:
+                if self._stop or self._next >= len(self.blocks):
+                    return
+                i, self._next, self._running = self._next, self._next + 1, self._running + 1
+            table, error = None, None
+            try:
+                table = self.source.read(self.blocks[i], threads=threads)
+            except BaseException as exc:          # handed to the reader by window()
+                error = exc
+            with self._cond:
+                self.tables[i] = table
+                if error is not None and self._error is None:
+                    self._error, self._stop = error, True
+                self._running -= 1
+                self._cond.notify_all()
+
+    def window(self, threads: bool = False) -> Window:
+        """The decoded window, once every row group is: helps with the ones not started."""
+        self.work(threads=threads and len(self.blocks) == 1)
+        with self._cond:
+            while self._running:
+                self._cond.wait()
+            if self._error is not None:
+                raise self._error
+        return Window(self.tables)
+
+    def cancel(self) -> None:
+        """Start no more row groups, and wait for those in progress (so that a stale window
+        never overlaps a third one in memory); errors are dropped."""
+        with self._cond:
+            self._stop = True
+            while self._running:
+                self._cond.wait()
+        self.tables = []
+
+
 class Cursor:
     """Rows of an epoch order by position, for one lane of reading.
 
-    `threads`: decode a window's row groups side by side on a few threads (for a process
-    that reads alone; DataLoader workers already keep the cores busy). `ahead`: the
-    epoch position where the lane ends (None: do not read ahead); once a batch has been
-    taken from window w, window w + 1 is decoded in the background if the lane reaches
-    it (when the next read begins), so the cursor holds at most two windows.
+    `threads`: the process reads alone, so a window it needs before its first batch is
+    decoded on a few threads side by side (DataLoader workers already keep the cores
+    busy). `ahead`: the epoch position where the lane ends (None: do not read ahead); once
+    a batch has been taken from window w, window w + 1 is decoded in the background if
+    the lane reaches it (when the next read begins), so the cursor holds at most two
+    windows; a reader that needs it before it is done helps decode it (`_Decode`).
     """
 
     def __init__(self, source: Source, order: EpochOrder, *, threads: bool = True, ahead: int | None = None):
@@ -53,16 +115,7 @@ class Cursor:
         self._w: int | None = None
         self._window: Window | None = None
         self._perm: np.ndarray | None = None
-        self._next = None            # (w, Future of its Window)
-
-    def _decode(self, w: int) -> Window:
-        blocks = self.order.window_blocks(w)
-        if self.threads and len(blocks) > 1:      # the window's row groups side by side
-            cores = min(4, os.cpu_count() or 1)
-            tables = list(_pool("decode", cores).map(lambda b: self.source.read(b, threads=False), blocks))
-        else:
-            tables = [self.source.read(b, threads=self.threads) for b in blocks]
-        return Window(tables)
+        self._next: tuple[int, _Decode] | None = None     # the window decoding in the background
 
     def _enter(self, w: int) -> None:
         if self._w == w:
@@ -70,11 +123,16 @@ class Cursor:
         self._w, self._window, self._perm = None, None, None      # free the old window first
         ahead, self._next = self._next, None
         if ahead is not None and ahead[0] == w:
-            window = ahead[1].result()
+            job = ahead[1]
         else:
             if ahead is not None:
-                _drop(ahead[1])
-            window = self._decode(w)
+                ahead[1].cancel()
+            job = _Decode(self.source, self.order.window_blocks(w))
+            helpers = min(4, os.cpu_count() or 1) - 1
+            if self.threads and len(job.blocks) > 1 and helpers > 0:
+                for _ in range(min(helpers, len(job.blocks) - 1)):
+                    _pool("decode", helpers).submit(job.work)
+        window = job.window(threads=self.threads)
         self._window, self._perm, self._w = window, self.order.window_rows(w), w
 
     def _read_ahead(self) -> None:
@@ -82,7 +140,9 @@ class Cursor:
         if self.ahead is None or self._next is not None or w >= self.order.num_windows \
                 or self.order.window_span(w)[0] >= self.ahead:
             return
-        self._next = (w, _pool("ahead", 1).submit(self._decode, w))
+        job = _Decode(self.source, self.order.window_blocks(w))
+        _pool("ahead", 1).submit(job.work)
+        self._next = (w, job)
 
     def read(self, start: int, stop: int) -> Iterator[pa.Table]:
         """Rows at epoch positions [start, stop), in order, as one table per window
@@ -114,15 +174,8 @@ class Cursor:
 
     def close(self) -> None:
         if self._next is not None:
-            _drop(self._next[1])
+            self._next[1].cancel()
         self._w, self._window, self._perm, self._next = None, None, None, None
-
-
-def _drop(future) -> None:
-    """Forget a read-ahead: cancel it, or wait for it to finish (so that a stale window
-    never overlaps a third one in memory)."""
-    if not future.cancel():
-        future.exception()
 
 
 def one_table(pieces: list[pa.Table]) -> pa.Table:

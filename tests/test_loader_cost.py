@@ -126,24 +126,74 @@ def test_decoded_size_estimate_is_close_to_arrow(tmp_path):
         assert 0.9 * actual <= est <= 1.1 * actual, (g, est, actual)
 
 
-def test_dropping_a_read_ahead_that_never_started():
-    """A read-ahead still queued when its lane ends is cancelled without an error."""
+def _blocks(build, n):
+    from shardforge.loaders.order import Block
+
+    src = Source(str(build))
+    return src, [Block(int(s), int(g), int(r), int(nb)) for s, g, r, nb in src.blocks[:n]]
+
+
+def test_cancelling_a_read_ahead(build, decoded):
+    """A read-ahead still queued when its lane ends is cancelled without decoding anything;
+    one in progress is waited for (a stale window never overlaps a third one in memory)."""
     import threading
-    from concurrent.futures import ThreadPoolExecutor
 
-    from shardforge.loaders.windows import _drop
+    from shardforge.loaders.windows import _Decode, _pool
 
+    src, blocks = _blocks(build, 3)
     gate = threading.Event()
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        busy = pool.submit(gate.wait, 30)
-        queued = pool.submit(lambda: 1)
-        try:
-            _drop(queued)
-            assert queued.cancelled()
-        finally:
-            gate.set()
-        _drop(busy)                     # running: waited for
-        assert busy.done()
+    busy = _pool("ahead", 1).submit(gate.wait, 30)      # the read-ahead thread is taken
+    queued = _Decode(src, blocks)
+    _pool("ahead", 1).submit(queued.work)
+    queued.cancel()
+    gate.set()
+    busy.result()
+    settle_read_ahead()
+    assert decoded == []                                 # started after the cancel: took nothing
+
+    started, release = threading.Event(), threading.Event()
+    orig = Source.read
+
+    def slow(self, block, **kw):
+        started.set()
+        release.wait(30)
+        return orig(self, block, **kw)
+
+    running = _Decode(src, blocks)
+    Source.read = slow
+    try:
+        _pool("ahead", 1).submit(running.work)
+        assert started.wait(30)
+        threading.Timer(0.2, release.set).start()
+        running.cancel()                                  # returns only once the decode has ended
+        assert release.is_set() and running._running == 0
+    finally:
+        Source.read = orig
+        release.set()
+    settle_read_ahead()
+    assert len(decoded) == 1                              # the one in progress; none started after
+
+
+def test_a_reader_that_has_caught_up_decodes_the_next_window_itself(build, decoded):
+    """The next window's read-ahead has not started (its thread is taken): the reader needing
+    it decodes its row groups itself rather than wait, and gets the same rows."""
+    import threading
+
+    from shardforge.loaders.windows import _pool
+
+    kw = dict(rank=0, world_size=1, seed=3, window=WINDOW, batch_size=16, batched=True)
+    want = [b["id"].tolist() for b in ShardedDataset(build, **kw)]
+    gate = threading.Event()
+    busy = _pool("ahead", 1).submit(gate.wait, 60)
+    try:
+        it = iter(ShardedDataset(build, **kw))
+        got = [next(it)["id"].tolist() for _ in range(WINDOW * GROUP // 16 + 1)]   # into window 1
+        assert not gate.is_set() and not busy.done()     # window 1 came without the read-ahead thread
+    finally:
+        gate.set()
+    got += [b["id"].tolist() for b in it]
+    assert got == want
+    assert len(decoded) == len(set(decoded)) * 2 == 2 * (TOTAL // GROUP)   # `want`'s epoch, then ours
 
 
 def test_row_groups_of_one_shard_decode_side_by_side(tmp_path):
