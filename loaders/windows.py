@@ -87,7 +87,9 @@ class _Decode:
                 self._cond.wait()
             if self._error is not None:
                 raise self._error
-        return Window(self.tables)
+            # a helper still queued keeps this object; it must not keep the window's memory
+            tables, self.tables, self._stop = self.tables, [], True
+        return Window(tables)
 
     def cancel(self) -> None:
         """Start no more row groups, and wait for those in progress (so that a stale window
