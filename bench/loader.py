@@ -14,6 +14,7 @@ ratios; the report gives medians over the rounds. HF `datasets` runs in its own 
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import os
 import platform
@@ -199,7 +200,8 @@ def main() -> None:
         R = json.loads(results.read_text())
     else:
         R = {"args": vars(args), "cpus": os.cpu_count(), "python": platform.python_version(),
-             "started": time.strftime("%Y-%m-%d %H:%M"), "load_start": os.getloadavg()}
+             "started": time.strftime("%Y-%m-%d %H:%M"), "load_start": os.getloadavg(),
+             "torch": importlib.metadata.version("torch")}
         for profile in args.profiles:
             R[profile] = bench_profile(profile, args)
             results.write_text(json.dumps(R, indent=1))

@@ -117,9 +117,10 @@ def report(R: dict) -> str:
     args = R["args"]
     out = ["## Loader (`bench/loader.py`)", "",
            f"Command: `.venv/bin/python bench/loader.py --rows {args['rows']} --scale {args['scale']} "
-           f"--rounds {args['rounds']}`, started {R['started']}. Machine: {R['cpus']} cores, 24 GiB, shared with "
-           f"other engineers' jobs (load average {R['load_start'][0]:.1f} at the start, "
-           f"{R.get('load_end', [float('nan')])[0]:.1f} at the end); Python {R['python']}. Batches of 64, rank 0 "
+           f"--rounds {args['rounds']}`, started {R['started']}. Machine: {R['cpus']} cores, 24 GiB; load average "
+           f"{R['load_start'][0]:.1f} at the start, {R.get('load_end', [float('nan')])[0]:.1f} at the end (the "
+           "benchmark's own readers keep up to 3 processes busy; anything above that is other jobs); Python "
+           f"{R['python']}{', torch ' + R['torch'] if 'torch' in R else ''}. Batches of 64, rank 0 "
            "of 1, window_bytes 128 MB (default). Each reader runs in its own process, all readers once per "
            "round, rounds one after the other; a ratio is taken within a round, then the median over rounds.", ""]
     for name in ("text", "tokens", "toy"):
