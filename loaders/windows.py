@@ -105,11 +105,13 @@ class Cursor:
     """Rows of an epoch order by position, for one lane of reading.
 
     `threads`: the process reads alone, so a window it needs before its first batch is
-    decoded on a few threads side by side (DataLoader workers already keep the cores
-    busy). `ahead`: the epoch position where the lane ends (None: do not read ahead); once
-    a batch has been taken from window w, window w + 1 is decoded in the background if
-    the lane reaches it (when the next read begins), so the cursor holds at most two
-    windows; a reader that needs it before it is done helps decode it (`_Decode`).
+    decoded by the reader and the background thread side by side (DataLoader workers
+    already keep the cores busy, so a worker decodes such a window alone). `ahead`: the
+    epoch position where the lane ends (None: do not read ahead); once a batch has been
+    taken from window w, window w + 1 is decoded in the background if the lane reaches it
+    (when the next read begins), so the cursor holds at most two windows; a reader that
+    needs it before it is done helps decode it (`_Decode`). One background thread per
+    process serves every cursor in it.
     """
 
     def __init__(self, source: Source, order: EpochOrder, *, threads: bool = True, ahead: int | None = None):
@@ -130,10 +132,8 @@ class Cursor:
             if ahead is not None:
                 ahead[1].cancel()
             job = _Decode(self.source, self.order.window_blocks(w))
-            helpers = min(4, os.cpu_count() or 1) - 1
-            if self.threads and len(job.blocks) > 1 and helpers > 0:
-                for _ in range(min(helpers, len(job.blocks) - 1)):
-                    _pool("decode", helpers).submit(job.work)
+            if self.threads and len(job.blocks) > 1 and (os.cpu_count() or 1) > 1:
+                _pool("ahead", 1).submit(job.work)
         window = job.window(threads=self.threads)
         self._window, self._perm, self._w = window, self.order.window_rows(w), w
 
