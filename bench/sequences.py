@@ -1,13 +1,14 @@
 """Packed-sequence reading (`TokenDataset` / `SequenceReader`) against the pyarrow read limit of
 the same token column and against LitData's token loader on the same tokens.
 
-    .venv/bin/python bench/sequences.py [--docs 100000] [--length 2048] [--rounds 3]
+    .venv/bin/python bench/sequences.py [--docs 100000] [--length 2048] [--rounds 3] [--epochs 4]
 
 Data: `docs` documents of log-normally distributed lengths (mean about 1,000 tokens) of
 uint16 ids, as a shardforge build of 16 shards with 1,024-row groups; the same documents as
 a LitData dataset (`litdata.optimize` with `TokensLoader`, in its own venv,
 `.bench-venvs/litdata`, reusing this venv's torch). Each reader runs in a fresh process, one
-after the other, alternated `rounds` times; each reads one epoch of rank 0 of 1, batches of
+after the other, alternated `rounds` times; each reads `epochs` epochs (default 4: one epoch takes
+well under a second here, too short to measure) of rank 0 of 1, batches of
 8 sequences of `length` + 1 tokens, and reports tokens/s (inputs: length x sequences), timed
 from after the reader's imports (torch's import, 2-3 s here, is a training process's, not an
 epoch's; it is reported apart) to the last batch.
@@ -68,7 +69,7 @@ def _imports(kind: str) -> None:
         importlib.import_module(name)
 
 
-def run_one(kind: str, build: str, length: int, litdata_dir: str) -> dict:
+def run_one(kind: str, build: str, length: int, litdata_dir: str, epochs: int = 4) -> dict:
     i0 = time.perf_counter()
     _imports(kind)
     t0 = time.perf_counter()
@@ -79,14 +80,18 @@ def run_one(kind: str, build: str, length: int, litdata_dir: str) -> dict:
         from shardforge.manifest import read_manifest
 
         m = read_manifest(build)
-        for s in m.shards:
-            for rb in pq.ParquetFile(m.path_of(s)).iter_batches(batch_size=1024, columns=["tokens"]):
-                tokens += len(rb.column(0).values.to_numpy(zero_copy_only=False))
+        for _ in range(epochs):
+            for s in m.shards:
+                for rb in pq.ParquetFile(m.path_of(s)).iter_batches(batch_size=1024, columns=["tokens"]):
+                    tokens += len(rb.column(0).values.to_numpy(zero_copy_only=False))
     elif kind == "ours-0":
         from shardforge.loaders import SequenceReader
 
-        for chunk in SequenceReader(build, sequence_length=length, rank=0, world_size=1, seed=0).iter_sequences(8):
-            tokens += chunk.shape[0] * length
+        reader = SequenceReader(build, sequence_length=length, rank=0, world_size=1, seed=0)
+        for epoch in range(epochs):
+            reader.set_epoch(epoch)
+            for chunk in reader.iter_sequences(8):
+                tokens += chunk.shape[0] * length
     elif kind == "ours-2":
         from torch.utils.data import DataLoader
 
@@ -94,15 +99,21 @@ def run_one(kind: str, build: str, length: int, litdata_dir: str) -> dict:
 
         ds = TokenDataset(build, sequence_length=length, rank=0, world_size=1, seed=0, batch_size=8, batched=True,
                           lanes=2)
-        for batch in DataLoader(ds, batch_size=None, num_workers=2):
-            tokens += batch.shape[0] * length
+        loader = DataLoader(ds, batch_size=None, num_workers=2)
+        for epoch in range(epochs):
+            ds.set_epoch(epoch)
+            for batch in loader:
+                tokens += batch.shape[0] * length
     elif kind.startswith("litdata"):
         from litdata import StreamingDataset, TokensLoader
         from torch.utils.data import DataLoader
 
         ds = StreamingDataset(litdata_dir, item_loader=TokensLoader(block_size=length + 1), shuffle=True, seed=0)
-        for batch in DataLoader(ds, batch_size=8, num_workers=int(kind[-1])):
-            tokens += batch.shape[0] * length
+        loader = DataLoader(ds, batch_size=8, num_workers=int(kind[-1]))
+        for epoch in range(epochs):
+            ds.set_epoch(epoch)
+            for batch in loader:
+                tokens += batch.shape[0] * length
     seconds = time.perf_counter() - t0
     return {"kind": kind, "tokens": tokens, "seconds": seconds, "tokens_per_s": tokens / seconds,
             "import_seconds": t0 - i0}
@@ -135,6 +146,7 @@ def main() -> int:
     ap.add_argument("--docs", type=int, default=100_000)
     ap.add_argument("--length", type=int, default=2048)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--epochs", type=int, default=4, help="epochs each reader process reads (one clock)")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     ap.add_argument("--optimize", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path, default=HERE / "results" / "sequences.md")
@@ -145,7 +157,7 @@ def main() -> int:
         litdata_optimize(str(build), str(lit))
         return 0
     if args.one:
-        print(json.dumps(run_one(args.one, str(build), args.length, str(lit))))
+        print(json.dumps(run_one(args.one, str(build), args.length, str(lit), args.epochs)))
         return 0
     if not (build / "manifest.json").exists():
         make_build(build, args.docs)
@@ -163,8 +175,8 @@ def main() -> int:
     for r in range(args.rounds):
         for kind in (kinds if r % 2 == 0 else kinds[::-1]):
             py = str(LITDATA_PY) if kind.startswith("litdata") else sys.executable
-            proc = subprocess.run([py, __file__, "--docs", str(args.docs), "--length", str(args.length), "--one",
-                                   kind], capture_output=True, text=True)
+            proc = subprocess.run([py, __file__, "--docs", str(args.docs), "--length", str(args.length),
+                                   "--epochs", str(args.epochs), "--one", kind], capture_output=True, text=True)
             if proc.returncode:
                 raise SystemExit(f"{kind} failed:\n{proc.stderr[-3000:]}")
             res = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -181,11 +193,11 @@ def main() -> int:
     wmed = {k: statistics.median(v) for k, v in with_imports.items()}
     text = f"""## Packed token sequences in the loader (`bench/sequences.py`)
 
-Command: `.venv/bin/python bench/sequences.py --docs {args.docs} --length {args.length} --rounds {args.rounds}`;
+Command: `.venv/bin/python bench/sequences.py --docs {args.docs} --length {args.length} --rounds {args.rounds} --epochs {args.epochs}`;
 machine: {os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}; load average
 {min(loads):.1f}-{max(loads):.1f} during the run. Data: {args.docs:,} documents of uint16 token ids (log-normal
 lengths, mean about 1,000), 16 shards, 1,024-row groups; LitData {_litdata_version()} on the same documents.
-Sequences of {args.length} + 1 tokens, batches of 8, one epoch of rank 0 of 1, each reader in a fresh process,
+Sequences of {args.length} + 1 tokens, batches of 8, {args.epochs} epoch(s) of rank 0 of 1, each reader in a fresh process,
 timed from after its imports (their time, median, in the fourth column) to its last batch; the last
 column counts the imports in, as a one-epoch script would see it.
 
