@@ -152,11 +152,14 @@ def bench_profile(profile: str, args) -> dict:
         R["rounds"].append(got)
         R["load"].append((load0, os.getloadavg()[0]))
     R["baseline"] = run("baseline", small, profile)
+    R["plain_baseline"] = run("plain_baseline", small, profile)
+    R["plain"] = run("plain", small, profile)
     R["first_batch"] = run("first_batch", small, profile)
     print(f"[{profile}] first batch: {R['first_batch']['seconds']} {R['first_batch']['row_groups']}", flush=True)
     if not args.skip_10x:
         for key, kind, kw in (("limit_10x", "limit", {}), ("batch_0_10x", "sharded", {"mode": "batch"}),
-                              ("batch_2_10x", "sharded", {"mode": "batch", "workers": 2, "lanes": 2})):
+                              ("batch_2_10x", "sharded", {"mode": "batch", "workers": 2, "lanes": 2}),
+                              ("plain_10x", "plain", {})):
             R[key] = run(kind, big, profile, **kw)
             print(f"[{profile}] {key}: {R[key]['rate']:,.0f}/s rss {R[key]['rss_mb']:.0f} MB "
                   f"worker {R[key]['worker_rss_mb']:.0f} MB", flush=True)

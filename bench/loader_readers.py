@@ -9,7 +9,8 @@ Readers: `limit` (pyarrow `iter_batches` + the same tensor conversion), `limit_p
 ready-made batches of the build's own rows, fresh tensors each time: what the DataLoader
 itself costs to move such batches), `sharded` (ShardedDataset in batch or per-sample
 mode), `first_batch` (fresh epoch vs resume, alternated in one process), `baseline`
-(the imports alone). HF datasets runs from `HF_SCRIPT` in its own venv: streaming,
+(the imports alone), `plain` (`ShardReader.iter_batches` in a process without torch) and
+`plain_baseline` (its imports alone). HF datasets runs from `HF_SCRIPT` in its own venv: streaming,
 `with_format("numpy")`, a DataLoader with a collate_fn that stacks the tokens (the fastest of
 the ways tried: `with_format("torch")` and the default collate, or plain Python rows, were
 slower).
@@ -192,6 +193,31 @@ def first_batch(build, columns, batch, rounds=5, **_):
             "row_groups": groups}
 
 
+def plain(build, columns, batch, **_):
+    """`ShardReader.iter_batches` (the loader's torch-free core) in a process without torch: what
+    reading costs a process apart from torch's own memory."""
+    from shardforge.loaders.reader import ShardReader
+
+    def run():
+        reader = ShardReader(build, rank=0, world_size=1, seed=1, columns=columns)
+        return sum(b.num_rows for b in reader.iter_batches(batch))
+
+    out = timed(run)
+    if "torch" in sys.modules:
+        raise RuntimeError("the torch-free reader imported torch")
+    return out
+
+
+def plain_baseline(**_):
+    import pyarrow.parquet  # noqa: F401
+
+    from shardforge.loaders.reader import ShardReader  # noqa: F401
+
+    if "torch" in sys.modules:
+        raise RuntimeError("the torch-free reader imported torch")
+    return {"samples": 0, "seconds": 1.0, "cpu_seconds": 0.0}
+
+
 def baseline(**_):
     import pyarrow.parquet  # noqa: F401
     import torch  # noqa: F401
@@ -229,7 +255,8 @@ HF_SCRIPT = textwrap.dedent("""
                           **peaks.result())))
 """).replace("__HERE__", repr(HERE))
 
-KINDS = {"limit": limit, "floor": floor, "sharded": sharded, "first_batch": first_batch, "baseline": baseline}
+KINDS = {"limit": limit, "floor": floor, "sharded": sharded, "first_batch": first_batch, "baseline": baseline,
+         "plain": plain, "plain_baseline": plain_baseline}
 
 if __name__ == "__main__":
     kind, args = sys.argv[1], json.loads(sys.argv[2])

@@ -57,6 +57,13 @@ def _profile(name: str, R: dict, args: dict) -> list[str]:
                        f"+{_mb(peak - base_rss)} |")
     out += [f"Peak RSS (window_bytes = {BUDGET_MB} MB, the default). A process that only imports torch, pyarrow "
             f"and the loader peaks at {_mb(base_rss)} MB here (torch is most of it).", ""] + mem
+    if "plain" in R:
+        pb = R["plain_baseline"]["rss_mb"]
+        runs = [("1x", R["plain"])] + ([("10x", R["plain_10x"])] if "plain_10x" in R else [])
+        out += ["", "Without torch: `ShardReader.iter_batches(64)` (the loader's torch-free core) in a process that "
+                f"imports only pyarrow and that core ({_mb(pb)} MB): " + "; ".join(
+                    f"{tag} {r['samples'] / r['seconds']:,.0f} samples/s, peak RSS {_mb(r['rss_mb'])} MB "
+                    f"(+{_mb(r['rss_mb'] - pb)})" for tag, r in runs) + "."]
     return out
 
 
