@@ -155,6 +155,25 @@ def test_checksum_mismatch_with_verification(tmp_path):
         list(ds)
 
 
+def test_a_damaged_shard_met_by_the_read_ahead_stops_the_reader_with_its_error(tmp_path):
+    """Windows of one row group, in manifest order: shard 1's first window is set decoding in the
+    background while shard 0's last one is read. Whichever thread decodes it (the background or
+    the reader helping), its error must reach the reader, after every row of shard 0: not a gap,
+    not a different error."""
+    m = make_build(tmp_path, [40, 40], row_group_rows=8)
+    path = Path(m.path_of(m.shards[1]))
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    path.write_bytes(bytes(data))
+    ds = ShardedDataset(tmp_path, rank=0, world_size=1, shuffle=False, verify=True, window=1, batch_size=4,
+                        batched=True)
+    got = []
+    with pytest.raises(ManifestError, match="checksum mismatch for shard 1"):
+        for batch in ds:
+            got += batch["id"].tolist()
+    assert sorted(got) == list(range(40))
+
+
 def test_state_from_another_build_or_order(tmp_path, build):
     make_build(tmp_path, [5, 6])
     other = ShardedDataset(tmp_path, rank=0, world_size=1)
