@@ -4,8 +4,9 @@ normalising, hashing and shuffling the input cost on realistic documents.
     python bench/dedup_prepare.py --corpus /work/bench18/corpus-100k.jsonl [--rounds 2]
 
 The corpus (bench/corpus.py) is converted to Parquet once (like the stage's input); then each
-part runs as a Spark job that writes nothing (`noop`), on local[2] with 2g of driver memory and
-8 shuffle partitions (the CLI's defaults), each after the one before it, `rounds` times; the
+part runs as a Spark job that writes nothing (`noop`), in a session made as the CLI makes it
+(`get_spark`: loopback only, the project's settings) on local[2] with 2g of driver memory and
+8 shuffle partitions, each after the one before it, `rounds` times; the
 report gives the median wall time of each part and its cost over the plain scan.
 """
 from __future__ import annotations
@@ -40,10 +41,11 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--work", type=Path, default=Path("/tmp/shardforge-bench-prepare"))
     args = ap.parse_args()
-    from pyspark.sql import SparkSession
+    from shardforge.config import SparkSection
+    from shardforge.session import get_spark
 
-    spark = (SparkSession.builder.master("local[2]").config("spark.ui.enabled", "false")
-             .config("spark.driver.memory", "2g").config("spark.sql.shuffle.partitions", "8").getOrCreate())
+    spark = get_spark(SparkSection(master="local[2]", shuffle_partitions=8, properties={
+        "spark.ui.enabled": "false", "spark.driver.memory": "2g"}))
     src = args.work / (args.corpus.stem + ".parquet")
     if not src.exists():
         spark.read.json(str(args.corpus)).select("id", "text").write.parquet(str(src))
