@@ -28,15 +28,16 @@ from .order import EpochOrder
 from .source import Source
 
 
-_POOLS: dict[str, tuple[int, ThreadPoolExecutor]] = {}
+_BACKGROUND: tuple[int, ThreadPoolExecutor] | None = None
 
 
-def _pool(name: str, threads: int) -> ThreadPoolExecutor:
-    """This process's threads of one kind (made after a fork, never inherited)."""
-    got = _POOLS.get(name)
-    if got is None or got[0] != os.getpid():
-        got = _POOLS[name] = (os.getpid(), ThreadPoolExecutor(max_workers=threads))
-    return got[1]
+def _background() -> ThreadPoolExecutor:
+    """This process's one background decode thread (made after a fork, never inherited);
+    it runs what it is given in order."""
+    global _BACKGROUND
+    if _BACKGROUND is None or _BACKGROUND[0] != os.getpid():
+        _BACKGROUND = (os.getpid(), ThreadPoolExecutor(max_workers=1))
+    return _BACKGROUND[1]
 
 
 class _Decode:
@@ -133,7 +134,7 @@ class Cursor:
                 ahead[1].cancel()
             job = _Decode(self.source, self.order.window_blocks(w))
             if self.threads and len(job.blocks) > 1 and (os.cpu_count() or 1) > 1:
-                _pool("ahead", 1).submit(job.work)
+                _background().submit(job.work)
         window = job.window(threads=self.threads)
         self._window, self._perm, self._w = window, self.order.window_rows(w), w
 
@@ -143,7 +144,7 @@ class Cursor:
                 or self.order.window_span(w)[0] >= self.ahead:
             return
         job = _Decode(self.source, self.order.window_blocks(w))
-        _pool("ahead", 1).submit(job.work)
+        _background().submit(job.work)
         self._next = (w, job)
 
     def read(self, start: int, stop: int) -> Iterator[pa.Table]:

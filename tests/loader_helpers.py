@@ -91,9 +91,9 @@ def settle_read_ahead() -> None:
     """Wait until every window decode submitted in the background so far has run (the
     read-ahead runs on one thread, in order): counting decodes after this counts what a
     read set in motion, not only what had finished."""
-    from shardforge.loaders.windows import _pool
+    from shardforge.loaders.windows import _background
 
-    _pool("ahead", 1).submit(lambda: None).result()
+    _background().submit(lambda: None).result()
 
 
 def log_reads(monkeypatch) -> list:

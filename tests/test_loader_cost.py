@@ -138,13 +138,13 @@ def test_cancelling_a_read_ahead(build, decoded):
     one in progress is waited for (a stale window never overlaps a third one in memory)."""
     import threading
 
-    from shardforge.loaders.windows import _Decode, _pool
+    from shardforge.loaders.windows import _Decode, _background
 
     src, blocks = _blocks(build, 3)
     gate = threading.Event()
-    busy = _pool("ahead", 1).submit(gate.wait, 30)      # the read-ahead thread is taken
+    busy = _background().submit(gate.wait, 30)      # the read-ahead thread is taken
     queued = _Decode(src, blocks)
-    _pool("ahead", 1).submit(queued.work)
+    _background().submit(queued.work)
     queued.cancel()
     gate.set()
     busy.result()
@@ -162,7 +162,7 @@ def test_cancelling_a_read_ahead(build, decoded):
     running = _Decode(src, blocks)
     Source.read = slow
     try:
-        _pool("ahead", 1).submit(running.work)
+        _background().submit(running.work)
         assert started.wait(30)
         threading.Timer(0.2, release.set).start()
         running.cancel()                                  # returns only once the decode has ended
@@ -179,12 +179,12 @@ def test_a_reader_that_has_caught_up_decodes_the_next_window_itself(build, decod
     it decodes its row groups itself rather than wait, and gets the same rows."""
     import threading
 
-    from shardforge.loaders.windows import _pool
+    from shardforge.loaders.windows import _background
 
     kw = dict(rank=0, world_size=1, seed=3, window=WINDOW, batch_size=16, batched=True)
     want = [b["id"].tolist() for b in ShardedDataset(build, **kw)]
     gate = threading.Event()
-    busy = _pool("ahead", 1).submit(gate.wait, 60)
+    busy = _background().submit(gate.wait, 60)
     try:
         it = iter(ShardedDataset(build, **kw))
         got = [next(it)["id"].tolist() for _ in range(WINDOW * GROUP // 16 + 1)]   # into window 1
