@@ -193,6 +193,12 @@ def first_batch(build, columns, batch, rounds=5, **_):
             "row_groups": groups}
 
 
+def _torch_free(out: dict) -> dict:
+    if "torch" in sys.modules:
+        raise RuntimeError("the torch-free reader imported torch")
+    return out
+
+
 def plain(build, columns, batch, **_):
     """`ShardReader.iter_batches` (the loader's torch-free core) in a process without torch: what
     reading costs a process apart from torch's own memory."""
@@ -202,10 +208,7 @@ def plain(build, columns, batch, **_):
         reader = ShardReader(build, rank=0, world_size=1, seed=1, columns=columns)
         return sum(b.num_rows for b in reader.iter_batches(batch))
 
-    out = timed(run)
-    if "torch" in sys.modules:
-        raise RuntimeError("the torch-free reader imported torch")
-    return out
+    return _torch_free(timed(run))
 
 
 def plain_baseline(**_):
@@ -213,9 +216,7 @@ def plain_baseline(**_):
 
     from shardforge.loaders.reader import ShardReader  # noqa: F401
 
-    if "torch" in sys.modules:
-        raise RuntimeError("the torch-free reader imported torch")
-    return {"samples": 0, "seconds": 1.0, "cpu_seconds": 0.0}
+    return _torch_free({"samples": 0, "seconds": 1.0, "cpu_seconds": 0.0})
 
 
 def baseline(**_):
