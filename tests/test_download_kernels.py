@@ -324,3 +324,53 @@ def test_busy_host_does_not_hold_up_other_hosts():
         # (no clock bound), B's last request ended while more than half of A's were still to come
         a_ends = sorted(h.end for h in a)
         assert sum(1 for t in a_ends if t > max(h.end for h in b)) > len(a) // 2
+
+
+def test_each_fetch_is_spooled_before_its_thread_takes_another_url(tmp_path):
+    """A resumed job fetches again only the URLs whose fetch had started and was not yet
+    recorded: at most one per fetch thread. So a fetch is spooled by its own thread, not
+    when the task's main loop gets to it. Here the task's consumer (Spark, in a job)
+    takes the first batch and then pulls no more, leaving the main loop parked at its
+    yield while the queued fetches run: every URL the server has served must still
+    reach the spool, and no more than the queue's 2 x threads were started."""
+    import time
+
+    import pyarrow as pa
+
+    from shardforge.download.resume import read_spool_file, spool_files
+    from shardforge.download.worker import run_partition
+
+    threads = 2
+    with TestServer(hold_seconds=0.05) as srv:
+        urls = [srv.url(f"/hold/{i}.jpg") for i in range(40)]
+        batch = pa.RecordBatch.from_pylist([{"url": u, "expect": "image"} for u in urls],
+                                           schema=pa.schema([("url", pa.string()), ("expect", pa.string())]))
+        cfg = DownloadSection(**{**CFG.__dict__, "threads_per_task": threads, "respect_robots": False})
+        gen = run_partition(iter([batch]), cfg, spool_dir=str(tmp_path / "spool"), out_rows=1)
+        first = next(gen)                   # the main loop is now parked at its yield
+        assert first.num_rows >= 1
+
+        def spooled() -> set:
+            return {r["url"] for f in spool_files(str(tmp_path / "spool"))
+                    for b in read_spool_file(f) for r in b.to_pylist()}
+
+        def ended() -> set:
+            return {srv.url(h.path) for h in srv.hits() if h.end}
+
+        # events, not times: wait for a fetch to end beyond the first batch's rows (the
+        # queue holds at least one more), then for every fetch ended by then to be spooled;
+        # the deadlines only keep a broken build from hanging the suite
+        deadline = time.monotonic() + 60
+        while len(ended()) <= first.num_rows and time.monotonic() < deadline:
+            time.sleep(0.02)
+        served = ended()
+        assert len(served) > first.num_rows, "no queued fetch ran while the main loop was parked"
+        while not served <= spooled() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert served <= spooled(), f"{len(served - spooled())} served URLs never reached the spool"
+        # nothing beyond the queue (2 x threads) is started while the main loop is parked
+        assert len(srv.hits()) <= first.num_rows + 2 * threads
+        gen.close()
+        # the task ended early: whatever it did not finish is fetched by the next run
+        rest = list(run_partition(iter([batch]), cfg))
+        assert len(rest) and sum(b.num_rows for b in rest) == len(urls)

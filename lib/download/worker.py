@@ -4,14 +4,16 @@ pool and turn each response into one result row (page text or processed image).
 `run_partition` is the mapInArrow body. It admits a URL to the pool only while its
 host is under `per_host_connections` (rows of a busy host are parked, up to a
 bound, so other hosts are not held up behind it), keeps at most 2 x `threads_per_task`
-fetches in flight, and, when a spool directory is given, appends every finished row to
-an Arrow stream file there (flushed at once) so a killed job loses only the URLs
-that were in flight.
+fetches queued, and, when a spool directory is given, has each fetch thread append
+its finished row to an Arrow stream file there (flushed at once) before it starts
+another URL, so a killed job loses at most one URL per fetch thread: the ones whose
+fetch had started and not yet been recorded.
 """
 from __future__ import annotations
 
 import collections
 import datetime as dt
+import threading
 import time
 import uuid
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
@@ -127,18 +129,25 @@ class Spool:
         self.path = f"{base.rstrip('/')}/{name}.arrows"
         self._sink = None
         self._writer = None
+        self._lock = threading.Lock()     # the fetch threads write their own rows
+        self._closed = False
 
     def write(self, batch: pa.RecordBatch) -> None:
-        if self._writer is None:
-            self._sink = self.fs.open_output_stream(self.path)
-            self._writer = pa.ipc.new_stream(self._sink, ARROW)
-        self._writer.write_batch(batch)
-        self._sink.flush()
+        with self._lock:
+            if self._closed:    # a fetch still running when its task failed: lost like one in flight at a kill
+                return
+            if self._writer is None:
+                self._sink = self.fs.open_output_stream(self.path)
+                self._writer = pa.ipc.new_stream(self._sink, ARROW)
+            self._writer.write_batch(batch)
+            self._sink.flush()
 
     def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-            self._sink.close()
+        with self._lock:
+            self._closed = True
+            if self._writer is not None:
+                self._writer.close()
+                self._sink.close()
 
 
 def _earlier_attempts(spool_dir: str, prefix: str) -> dict:
@@ -186,9 +195,15 @@ def run_partition(batches: Iterator[pa.RecordBatch], cfg, *, rate_share: float =
     done_rows: list[dict] = []
     parked = 0
 
+    def fetch_and_record(row: dict) -> dict:
+        out = handle(fetcher, cfg, row)
+        if spool is not None:       # recorded before this thread starts another URL
+            spool.write(to_batch([out]))
+        return out
+
     def admit(row: dict, host: str) -> None:
         active[host] += 1
-        futures[pool.submit(handle, fetcher, cfg, row)] = host
+        futures[pool.submit(fetch_and_record, row)] = host
 
     def settle(block: bool) -> None:
         nonlocal parked
@@ -203,8 +218,6 @@ def run_partition(batches: Iterator[pa.RecordBatch], cfg, *, rate_share: float =
             if waiting[host]:
                 admit(waiting[host].popleft(), host)
                 parked -= 1
-        if spool is not None and finished:
-            spool.write(to_batch(finished))
         done_rows.extend(finished)
 
     pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="shardforge-fetch")
