@@ -16,12 +16,16 @@ from torch.utils.data import IterableDataset, get_worker_info
 from . import hf_accelerate
 from .convert import table_to_batch, table_to_samples
 from .reader import WINDOW_BYTES, ShardReader, env_rank_world
+from . import state as st
+from .procread import read_in_processes
 from .ship import available as can_ship, ship, ship_array
 from .source import LoaderError
 from .mixture import MixtureReader
 from .tokens import SequenceReader
 
 SAMPLE_CHUNK = 4096   # rows read at a time in per-sample mode when no batch size is given
+# what the torch dataset adds to its torch-free reader (not sent to reader processes)
+_TORCH_ONLY = ("batch_size", "batched", "transform", "_accelerate", "reader_processes", "reader_stats")
 
 
 def default_rank_world() -> tuple[int, int]:
@@ -38,7 +42,11 @@ class _Torch:
     """What torch adds to a reader: rank and world size from torch.distributed, batch
     size, the DataLoader worker split, and the Stateful protocol inside workers."""
 
-    def _torch_setup(self, batch_size, batched: bool, transform) -> None:
+    def _torch_setup(self, batch_size, batched: bool, transform, reader_processes: int = 0) -> None:
+        if int(reader_processes) < 0:
+            raise LoaderError(f"reader_processes must be >= 0, got {reader_processes}")
+        self.reader_processes = int(reader_processes)
+        self.reader_stats: list[dict] = []    # each reader process's rows and peak RSS, after a pass
         if batched and not batch_size:
             raise LoaderError("batched=True needs batch_size")
         if batch_size is not None and int(batch_size) < 1:
@@ -90,6 +98,8 @@ class _Torch:
         hf_accelerate.check(self._accelerate, rank=self.rank, world_size=self.world_size,
                             batch_size=self.batch_size, batched=self.batched)
         worker, num_workers = self._worker_slot()
+        if self.reader_processes:
+            return self._process_tables(num_workers)
         if num_workers > 1 and not self.batch_size:
             raise LoaderError("with DataLoader workers, pass batch_size= (the DataLoader's batch size) "
                               "so the rank's samples are dealt to workers in the order it collects them")
@@ -99,6 +109,32 @@ class _Torch:
                           f"lanes={num_workers} (or a multiple) reads disjoint row groups "
                           "(see loaders/README.md)", stacklevel=3)
         return self.iter_tables(self._pass_chunk(), worker, num_workers)
+
+    def _process_tables(self, num_workers: int):
+        """The rank's chunks read by `reader_processes` torch-free processes (procread)."""
+        if num_workers > 1 or get_worker_info() is not None:
+            raise LoaderError("reader_processes reads in processes of its own: use it with num_workers=0 "
+                              "(DataLoader workers are processes already, with torch in them)")
+        if self._worker is not None:
+            raise st.StateError("this is one DataLoader worker's state; to resume with reader_processes, "
+                                "convert the whole StatefulDataLoader state with "
+                                "shardforge.loaders.state.from_stateful_loader first")
+        count = self.reader_processes
+        if self.lanes % count:
+            warnings.warn(f"{type(self).__name__}(lanes={self.lanes}) read by reader_processes={count}: "
+                          "readers share lanes, so each decodes row groups another also decodes; "
+                          f"lanes={count} (or a multiple) reads disjoint row groups "
+                          "(see loaders/README.md)", stacklevel=4)
+        chunk = self._pass_chunk()
+        self._settle(chunk)
+        self._yielded = 0
+        plain = object.__new__(self._torch_free)
+        plain.__dict__.update({k: v for k, v in self.__dict__.items() if k not in _TORCH_ONLY})
+        plain._order = None          # made again in the reader from the settings
+        self.reader_stats = []
+        for table in read_in_processes(plain, chunk, count, self.reader_stats):
+            self._yielded += len(table)
+            yield table
 
     def _per_sample(self, chunks, split) -> Iterator[Any]:
         """Per-sample mode: count samples as they are handed out, not whole chunks. Under
@@ -148,12 +184,15 @@ class ShardedDataset(_Torch, ShardReader, IterableDataset):
     sequences: `TokenDataset`; weighted mixtures of builds: `MixedDataset`.
     """
 
+    _torch_free = ShardReader     # what reader processes run (see _process_tables)
+
     def __init__(self, path, *, rank: int | None = None, world_size: int | None = None, seed: int = 0,
                  shuffle: bool = True, window_bytes: int | None = WINDOW_BYTES, window: int | None = None,
                  lanes: int = 1, policy: str = "drop", columns=None, batch_size: int | None = None,
                  batched: bool = False, transform: Callable[[Any], Any] | None = None,
-                 verify: bool = False, epoch: int = 0, cache_dir=None, cache_limit_bytes: int | None = None):
-        self._torch_setup(batch_size, batched, transform)
+                 verify: bool = False, epoch: int = 0, cache_dir=None, cache_limit_bytes: int | None = None,
+                 reader_processes: int = 0):
+        self._torch_setup(batch_size, batched, transform, reader_processes)
         super().__init__(path, rank=rank, world_size=world_size, seed=seed, shuffle=shuffle,
                          window_bytes=window_bytes, window=window, lanes=lanes, policy=policy,
                          columns=columns, verify=verify, epoch=epoch, cache_dir=cache_dir,
@@ -184,13 +223,15 @@ class TokenDataset(_Torch, SequenceReader, IterableDataset):
     Ranks, workers, lanes, `policy` and the state work as in ShardedDataset, on sequences.
     """
 
+    _torch_free = SequenceReader     # what reader processes run (see _process_tables)
+
     def __init__(self, path, *, sequence_length: int, token_column: str = "tokens", eos_id: int | None = None,
                  rank: int | None = None, world_size: int | None = None, seed: int = 0, shuffle: bool = True,
                  window_bytes: int | None = WINDOW_BYTES, window: int | None = None, lanes: int = 1,
                  policy: str = "drop", batch_size: int | None = None, batched: bool = False,
                  transform: Callable[[Any], Any] | None = None, verify: bool = False, epoch: int = 0,
-                 cache_dir=None, cache_limit_bytes: int | None = None):
-        self._torch_setup(batch_size, batched, transform)
+                 cache_dir=None, cache_limit_bytes: int | None = None, reader_processes: int = 0):
+        self._torch_setup(batch_size, batched, transform, reader_processes)
         super().__init__(path, sequence_length=sequence_length, token_column=token_column, eos_id=eos_id,
                          rank=rank, world_size=world_size, seed=seed, shuffle=shuffle, window_bytes=window_bytes,
                          window=window, lanes=lanes, policy=policy, verify=verify, epoch=epoch,
@@ -220,13 +261,16 @@ class MixedDataset(_Torch, MixtureReader, IterableDataset):
     `policy` and the state work as in ShardedDataset, on the mixture's positions.
     """
 
+    _torch_free = MixtureReader     # what reader processes run (see _process_tables)
+
     def __init__(self, sources, *, seed: int = 0, shuffle: bool = True, window_bytes: int | None = WINDOW_BYTES,
                  window: int | None = None, lanes: int = 1, policy: str = "drop", columns=None,
                  sequence_length: int | None = None, token_column: str = "tokens", eos_id: int | None = None,
                  samples_per_epoch: int | None = None, rank: int | None = None, world_size: int | None = None,
                  batch_size: int | None = None, batched: bool = False, transform: Callable[[Any], Any] | None = None,
-                 verify: bool = False, epoch: int = 0, cache_dir=None, cache_limit_bytes: int | None = None):
-        self._torch_setup(batch_size, batched, transform)
+                 verify: bool = False, epoch: int = 0, cache_dir=None, cache_limit_bytes: int | None = None,
+                 reader_processes: int = 0):
+        self._torch_setup(batch_size, batched, transform, reader_processes)
         super().__init__(sources, seed=seed, shuffle=shuffle, window_bytes=window_bytes, window=window, lanes=lanes,
                          policy=policy, columns=columns, sequence_length=sequence_length, token_column=token_column,
                          eos_id=eos_id, samples_per_epoch=samples_per_epoch, rank=rank, world_size=world_size,

@@ -1,5 +1,5 @@
 """One rank of the loader's torch.distributed test (started by test_loader_distributed.py):
-reads its part of a shard build through a DataLoader, trains a tiny DDP model on it,
+reads its part of a shard build through a DataLoader (or reader processes), trains a tiny DDP model on it,
 and writes the ids it saw, its step count and its state_dict to a JSON file."""
 import json
 import sys
@@ -16,13 +16,15 @@ from shardforge.loaders import ShardedDataset
 def main(build: str, policy: str, out: str, workers: str) -> None:
     dist.init_process_group("gloo", timeout=timedelta(seconds=60))
     rank = dist.get_rank()
+    readers = int(workers[1:]) if workers.startswith("r") else 0      # "r2": 2 reader processes
     ds = ShardedDataset(build, seed=7, window=2, policy=policy, batch_size=4, batched=True,
-                        columns=["id", "score"])          # rank and world size from torch.distributed
+                        columns=["id", "score"], reader_processes=readers, lanes=max(1, readers))
+    # rank and world size from torch.distributed
     torch.manual_seed(0)
     model = DDP(torch.nn.Linear(1, 1))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     ids, steps, consumed = [], 0, 0
-    for batch in DataLoader(ds, batch_size=None, num_workers=int(workers)):
+    for batch in DataLoader(ds, batch_size=None, num_workers=0 if readers else int(workers)):
         loss = model(batch["score"].float().unsqueeze(1) / 1e5).pow(2).mean()
         opt.zero_grad()
         loss.backward()                                   # all-reduce: hangs if ranks' step counts differ

@@ -27,14 +27,15 @@ def free_port() -> int:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("world,policy", [(2, "drop"), (3, "pad")])
-def test_ddp_ranks_step_together_on_uneven_shards(tmp_path, world, policy):
+@pytest.mark.parametrize("world,policy,workers", [(2, "drop", "1"), (3, "pad", "0"), (2, "pad", "r2")])
+def test_ddp_ranks_step_together_on_uneven_shards(tmp_path, world, policy, workers):
+    """workers: the DataLoader's num_workers, or "r2": 2 torch-free reader processes per rank."""
     build = tmp_path / "build"
     make_build(build, SIZES, row_group_rows=8)
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), WORLD_SIZE=str(world),
                GLOO_SOCKET_IFNAME="lo", PYTHONPATH=str(HERE) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     procs = [subprocess.Popen([sys.executable, str(HERE / "loader_ddp_worker.py"), str(build), policy,
-                               str(tmp_path / f"rank{r}.json"), "1" if world == 2 else "0"], env=dict(env, RANK=str(r)),
+                               str(tmp_path / f"rank{r}.json"), workers], env=dict(env, RANK=str(r)),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for r in range(world)]
     try:
         for p in procs:
