@@ -20,10 +20,12 @@ import os
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SLICE = 60            # sample documents the archiving run reads: enough to run every stage
+UNUSED_DAYS = 14      # an archive no run has used for this long is removed when another is built
 
 
 def _java() -> str | None:
@@ -75,10 +77,22 @@ def _build(path: Path, jvm_opts: str) -> None:
             part.unlink(missing_ok=True)
             raise RuntimeError(f"the archiving run exited {proc.returncode}:\n{proc.stderr[-3000:]}")
         os.replace(part, path)
-    for old in path.parent.glob("spark-*.jsa"):       # archives for a java, Spark or options gone since
-        if old != path:                               # (a JVM that maps one keeps its pages)
-            old.unlink(missing_ok=True)
-            Path(f"{old}.lock").unlink(missing_ok=True)
+    prune_others(path)
+
+
+def prune_others(path: Path) -> None:
+    """Remove the archives beside `path` that no test run has used for UNUSED_DAYS: for a java,
+    Spark or options gone since. Not every other archive: another checkout or venv on this
+    machine (another Spark folder, so another archive) may be running its tests now, and its
+    next JVM would not find its own."""
+    stale = time.time() - UNUSED_DAYS * 86400
+    for old in path.parent.glob("spark-*.jsa"):
+        try:
+            if old != path and old.stat().st_mtime < stale:
+                old.unlink()
+                Path(f"{old}.lock").unlink(missing_ok=True)
+        except FileNotFoundError:
+            pass
 
 
 def jvm_options(jvm_opts: str) -> str:
@@ -101,4 +115,8 @@ def jvm_options(jvm_opts: str) -> str:
                 except (RuntimeError, OSError, subprocess.SubprocessError) as e:
                     print(f"tests: no JVM class archive, JVMs start without one: {e}", file=sys.stderr)
                     return jvm_opts
+    try:
+        os.utime(path)          # in use: kept when another checkout builds its own
+    except OSError:
+        pass
     return f"{jvm_opts} -XX:SharedArchiveFile={path} -Xlog:cds*=off"
