@@ -44,6 +44,8 @@ READERS = [
      {"mode": "batch", "workers": 2, "lanes": 2}),
     ("batch_2_l1", "ShardedDataset batch mode, num_workers=2, lanes=1 (default)", "sharded",
      {"mode": "batch", "workers": 2, "lanes": 1}),
+    ("batch_p2", "ShardedDataset batch mode, reader_processes=2, lanes=2 (torch-free readers)", "sharded",
+     {"mode": "batch", "workers": 0, "lanes": 2, "readers": 2}),
     ("hf_0", "HF datasets streaming, num_workers=0", "hf", {"workers": 0}),
     ("hf_2", "HF datasets streaming, num_workers=2", "hf", {"workers": 2}),
     ("limit_pylist", "pyarrow `iter_batches` + `to_pylist` (the per-sample limit)", "limit", {"pylist": True}),
@@ -51,7 +53,7 @@ READERS = [
     ("sample_2", "ShardedDataset per-sample, num_workers=2, lanes=2", "sharded",
      {"mode": "sample", "workers": 2, "lanes": 2}),
 ]
-BASE = {"limit": "limit", "floor": "floor", "batch_0": "limit", "batch_2": "floor", "batch_2_l1": "floor",
+BASE = {"limit": "limit", "floor": "floor", "batch_0": "limit", "batch_2": "floor", "batch_2_l1": "floor", "batch_p2": "floor",
         "hf_0": "limit", "hf_2": "floor", "limit_pylist": "limit_pylist", "sample_0": "limit_pylist",
         "sample_2": "limit_pylist"}
 
@@ -159,6 +161,7 @@ def bench_profile(profile: str, args) -> dict:
     if not args.skip_10x:
         for key, kind, kw in (("limit_10x", "limit", {}), ("batch_0_10x", "sharded", {"mode": "batch"}),
                               ("batch_2_10x", "sharded", {"mode": "batch", "workers": 2, "lanes": 2}),
+                              ("batch_p2_10x", "sharded", {"mode": "batch", "lanes": 2, "readers": 2}),
                               ("plain_10x", "plain", {})):
             R[key] = run(kind, big, profile, **kw)
             print(f"[{profile}] {key}: {R[key]['rate']:,.0f}/s rss {R[key]['rss_mb']:.0f} MB "
@@ -178,6 +181,7 @@ def summary(R: dict) -> dict:
         base = BASE[key]
         out[key] = {"rate": med([r["rate"] for r in runs]), "cpu_rate": med([r["cpu_rate"] for r in runs]),
                     "rss_mb": max(r["rss_mb"] for r in runs), "worker_rss_mb": max(r["worker_rss_mb"] for r in runs),
+                    "reader_peak_mb": max(r.get("reader_peak_mb", 0) for r in runs),
                     "ratios": [rnd[key]["rate"] / rnd[base]["rate"] for rnd in R["rounds"] if base in rnd],
                     "base": base}
         out[key]["ratio"] = med(out[key]["ratios"])

@@ -8,7 +8,8 @@ Readers: `limit` (pyarrow `iter_batches` + the same tensor conversion), `limit_p
 (pyarrow + `to_pylist`, the per-sample limit), `floor` (a DataLoader whose workers yield
 ready-made batches of the build's own rows, fresh tensors each time: what the DataLoader
 itself costs to move such batches), `sharded` (ShardedDataset in batch or per-sample
-mode), `first_batch` (fresh epoch vs resume, alternated in one process), `baseline`
+mode, in the training process, in DataLoader workers, or fed by torch-free reader processes:
+`readers`), `first_batch` (fresh epoch vs resume, alternated in one process), `baseline`
 (the imports alone), `plain` (`ShardReader.iter_batches` in a process without torch) and
 `plain_baseline` (its imports alone). HF datasets runs from `HF_SCRIPT` in its own venv: streaming,
 `with_format("numpy")`, a DataLoader with a collate_fn that stacks the tokens (the fastest of
@@ -135,14 +136,14 @@ def floor(build, columns, batch, workers=2, **_):
     return timed(run)
 
 
-def sharded(build, columns, batch, mode="batch", workers=0, lanes=1, window_bytes=None, **_):
+def sharded(build, columns, batch, mode="batch", workers=0, lanes=1, window_bytes=None, readers=0, **_):
     from torch.utils.data import DataLoader
 
     from shardforge.loaders import ShardedDataset, collate, no_collate
 
     kw = {} if window_bytes is None else {"window_bytes": window_bytes}
     ds = ShardedDataset(build, rank=0, world_size=1, seed=1, columns=columns, batch_size=batch,
-                        batched=mode == "batch", lanes=lanes, **kw)
+                        batched=mode == "batch", lanes=lanes, reader_processes=readers, **kw)
 
     def run():
         if mode == "batch":
@@ -153,7 +154,10 @@ def sharded(build, columns, batch, mode="batch", workers=0, lanes=1, window_byte
         loader = DataLoader(ds, batch_size=batch, num_workers=workers, collate_fn=collate)
         return sum(len(b["id"]) for b in loader)
 
-    return timed(run)
+    out = timed(run)
+    if readers:     # each reader process's own VmHWM, read by itself as it ended
+        out["reader_peak_mb"] = max(s["peak_rss"] for s in ds.reader_stats) / 2**20
+    return out
 
 
 def first_batch(build, columns, batch, rounds=5, **_):
