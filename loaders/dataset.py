@@ -179,7 +179,9 @@ class ShardedDataset(_Torch, ShardReader, IterableDataset):
     the items, batches in batch mode), so DDP ranks take the same number of steps.
     `transform` is applied to each sample (per-sample mode) or to each collated batch
     (batch mode). A rank's sequence does not depend on the DataLoader's worker count;
-    with `lanes` a multiple of it, no two workers decode the same row groups. See
+    with `lanes` a multiple of it, no two workers decode the same row groups.
+    `reader_processes=K` (with num_workers=0) reads in K torch-free processes instead, in the
+    same order and with the same state (`shardforge.loaders.procread`). See
     loaders/README.md for the state fields and the resume recipes. Packed token
     sequences: `TokenDataset`; weighted mixtures of builds: `MixedDataset`.
     """
