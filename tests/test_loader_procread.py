@@ -198,3 +198,22 @@ def test_bad_settings_are_named(build):
     ds.load_state_dict(worker_state)
     with pytest.raises(StateError, match="one DataLoader worker's state"):
         list(ds)
+
+
+def test_a_stateful_loader_checkpoint_resumes_reader_processes_exactly(build):
+    """torchdata's StatefulDataLoader with num_workers=0 asks the dataset for its state in the
+    training process; with reader processes that state must still be exact."""
+    from torchdata.stateful_dataloader import StatefulDataLoader
+
+    kw = dict(rank=0, world_size=1, seed=6, window=2, lanes=2, batch_size=4, batched=True, reader_processes=2)
+    whole = ids(ShardedDataset(build, **{**kw, "reader_processes": 0}))
+    loader = StatefulDataLoader(ShardedDataset(build, **kw), batch_size=None, num_workers=0)
+    head = []
+    for j, batch in enumerate(loader):
+        head += batch["id"].tolist()
+        if j == 4:
+            break
+    saved = loader.state_dict()
+    again = StatefulDataLoader(ShardedDataset(build, **kw), batch_size=None, num_workers=0)
+    again.load_state_dict(saved)
+    assert len(head) == 20 and head + ids(again) == whole
