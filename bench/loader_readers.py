@@ -160,9 +160,10 @@ def sharded(build, columns, batch, mode="batch", workers=0, lanes=1, window_byte
     return out
 
 
-def first_batch(build, columns, batch, rounds=5, **_):
+def first_batch(build, columns, batch, rounds=5, readers=0, lanes=1, **_):
     """Fresh epoch vs load_state_dict at 1% and 90%, alternated, num_workers=0; also the
-    row groups each decodes before its first batch."""
+    row groups each decodes before its first batch (in this process: with `readers`, the
+    reader processes decode, and the count is 0)."""
     import statistics
 
     from shardforge.loaders import ShardedDataset
@@ -171,7 +172,8 @@ def first_batch(build, columns, batch, rounds=5, **_):
     decoded = []
     orig = Source.read
     Source.read = lambda self, block, **k: (decoded.append(1), orig(self, block, **k))[1]
-    kw = dict(rank=0, world_size=1, seed=1, columns=columns, batch_size=batch, batched=True)
+    kw = dict(rank=0, world_size=1, seed=1, columns=columns, batch_size=batch, batched=True,
+              reader_processes=readers, lanes=lanes)
     total = ShardedDataset(build, **kw).total
     states = {f: ShardedDataset(build, **kw).state_dict(consumed=int(total * f) // batch * batch)
               for f in (0.01, 0.9)}
