@@ -29,6 +29,15 @@ def make_build(root, sizes: list[int], *, row_group_rows: int = 8, tokens: bool 
                        settings=WriterSettings(row_group_rows=row_group_rows))
 
 
+def damage(path) -> None:
+    """Flip one byte in the middle of a file (a shard whose sha256 no longer matches)."""
+    from pathlib import Path
+
+    data = bytearray(Path(path).read_bytes())
+    data[len(data) // 2] ^= 0xFF
+    Path(path).write_bytes(bytes(data))
+
+
 def make_layered_build(root, sizes: list[int], row_group_rows: list[int]):
     """A build whose shards each have their own row-group size (the manifest records every
     shard's rows per row group, so a build may mix layouts): the project's shard writer and

@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from loader_helpers import make_build
+from loader_helpers import damage, make_build
 from shardforge.loaders import LoaderError, ShardedDataset, ShardReader, StateError, collate
 from shardforge.manifest import ManifestError
 
@@ -146,10 +146,7 @@ def test_missing_shard(tmp_path):
 
 def test_checksum_mismatch_with_verification(tmp_path):
     m = make_build(tmp_path, [40, 6], row_group_rows=8)
-    path = Path(m.path_of(m.shards[0]))
-    data = bytearray(path.read_bytes())
-    data[len(data) // 2] ^= 0xFF
-    path.write_bytes(bytes(data))
+    damage(m.path_of(m.shards[0]))
     ds = ShardedDataset(tmp_path, rank=0, world_size=1, shuffle=False, verify=True, batch_size=4)
     with pytest.raises(ManifestError, match="checksum mismatch for shard 0"):
         list(ds)
@@ -161,10 +158,7 @@ def test_a_damaged_shard_met_by_the_read_ahead_stops_the_reader_with_its_error(t
     the reader helping), its error must reach the reader, after every row of shard 0: not a gap,
     not a different error."""
     m = make_build(tmp_path, [40, 40], row_group_rows=8)
-    path = Path(m.path_of(m.shards[1]))
-    data = bytearray(path.read_bytes())
-    data[len(data) // 2] ^= 0xFF
-    path.write_bytes(bytes(data))
+    damage(m.path_of(m.shards[1]))
     ds = ShardedDataset(tmp_path, rank=0, world_size=1, shuffle=False, verify=True, window=1, batch_size=4,
                         batched=True)
     got = []

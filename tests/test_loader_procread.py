@@ -10,11 +10,10 @@ import signal
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
 
-from loader_helpers import build_ids, make_build
+from loader_helpers import damage, build_ids, make_build
 from shardforge.loaders import LoaderError, MixedDataset, ShardedDataset, StateError, TokenDataset
 from shardforge.loaders.procread import RemoteTraceback
 from shardforge.manifest import ManifestError
@@ -129,12 +128,17 @@ def test_state_taken_while_reading_in_processes_resumes_exactly(build, stop_afte
     assert set(parts[0]) | set(parts[1]) <= rest and len(rest) - 2 * len(parts[0]) < 2
 
 
-def test_reader_processes_do_not_load_torch(big):
-    ds = ShardedDataset(big, rank=0, world_size=1, window=1, batch_size=2, batched=True, reader_processes=2,
+def reading(build):
+    """An iterator over `build` read by 2 reader processes, its first batch taken, and their pids."""
+    ds = ShardedDataset(build, rank=0, world_size=1, window=1, batch_size=2, batched=True, reader_processes=2,
                         lanes=2)
     it = iter(ds)
     next(it)
-    pids = readers_of_this_process()
+    return it, readers_of_this_process()
+
+
+def test_reader_processes_do_not_load_torch(big):
+    it, pids = reading(big)
     assert len(pids) == 2
     for pid in pids:
         maps = Path(f"/proc/{pid}/maps").read_text()
@@ -147,10 +151,7 @@ def test_reader_processes_do_not_load_torch(big):
 
 def test_a_damaged_shard_stops_the_training_process_with_the_readers_error(tmp_path):
     m = make_build(tmp_path, [40, 40], row_group_rows=8)
-    path = Path(m.path_of(m.shards[1]))
-    data = bytearray(path.read_bytes())
-    data[len(data) // 2] ^= 0xFF
-    path.write_bytes(bytes(data))
+    damage(m.path_of(m.shards[1]))
     ds = ShardedDataset(tmp_path, rank=0, world_size=1, shuffle=False, verify=True, window=1, batch_size=4,
                         batched=True, reader_processes=1)
     got = []
@@ -163,11 +164,7 @@ def test_a_damaged_shard_stops_the_training_process_with_the_readers_error(tmp_p
 
 
 def test_a_killed_reader_is_an_error_naming_it(big):
-    ds = ShardedDataset(big, rank=0, world_size=1, window=1, batch_size=2, batched=True, reader_processes=2,
-                        lanes=2)
-    it = iter(ds)
-    next(it)
-    pids = readers_of_this_process()
+    it, pids = reading(big)
     os.kill(max(pids), signal.SIGKILL)
     with pytest.raises(LoaderError, match=r"reader process \d \(pid \d+\) exited with code -9"):
         for _ in it:
