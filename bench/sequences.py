@@ -16,6 +16,7 @@ epoch's; it is reported apart) to the last batch.
   numpy (no packing, no shuffle);
 - shardforge, num_workers 0: `SequenceReader.iter_sequences(8)` (window shuffle);
 - shardforge, num_workers 2: `TokenDataset(lanes=2, batched=True)` in a DataLoader;
+- shardforge, reader processes: the same with `reader_processes=2` and num_workers 0;
 - LitData, num_workers 0 and 2: `StreamingDataset(item_loader=TokensLoader(length + 1),
   shuffle=True)` in a DataLoader of batch 8.
 Results: bench/results/sequences.md.
@@ -104,6 +105,18 @@ def run_one(kind: str, build: str, length: int, litdata_dir: str, epochs: int = 
             ds.set_epoch(epoch)
             for batch in loader:
                 tokens += batch.shape[0] * length
+    elif kind == "ours-p2":
+        from torch.utils.data import DataLoader
+
+        from shardforge.loaders import TokenDataset
+
+        ds = TokenDataset(build, sequence_length=length, rank=0, world_size=1, seed=0, batch_size=8, batched=True,
+                          lanes=2, reader_processes=2)
+        loader = DataLoader(ds, batch_size=None, num_workers=0)
+        for epoch in range(epochs):
+            ds.set_epoch(epoch)
+            for batch in loader:
+                tokens += batch.shape[0] * length
     elif kind.startswith("litdata"):
         from litdata import StreamingDataset, TokensLoader
         from torch.utils.data import DataLoader
@@ -167,7 +180,7 @@ def main() -> int:
                          f"site-packages/main.pth && {LITDATA_PY.parent / 'pip'} install litdata")
     if not (lit / "index.json").exists():
         subprocess.run([str(LITDATA_PY), __file__, "--docs", str(args.docs), "--optimize"], check=True)
-    kinds = ["pyarrow", "ours-0", "ours-2", "litdata-0", "litdata-2"]
+    kinds = ["pyarrow", "ours-0", "ours-2", "ours-p2", "litdata-0", "litdata-2"]
     results: dict[str, list[float]] = {k: [] for k in kinds}
     imports: dict[str, list[float]] = {k: [] for k in kinds}
     with_imports: dict[str, list[float]] = {k: [] for k in kinds}
@@ -209,6 +222,8 @@ column counts the imports in, as a one-epoch script would see it.
 - shardforge, num_workers 2 / the pyarrow limit: {med['ours-2'] / med['pyarrow']:.2f}x
 - shardforge / LitData at num_workers 0: **{med['ours-0'] / med['litdata-0']:.2f}x**; at num_workers 2:
   **{med['ours-2'] / med['litdata-2']:.2f}x** (target >= 1.5x)
+- shardforge with `reader_processes=2` (num_workers 0, two torch-free readers) / LitData at num_workers 2:
+  {med['ours-p2'] / med['litdata-2']:.2f}x; / shardforge num_workers 2: {med['ours-p2'] / med['ours-2']:.2f}x
 - the same with the imports counted in: {wmed['ours-0'] / wmed['litdata-0']:.2f}x at num_workers 0,
   {wmed['ours-2'] / wmed['litdata-2']:.2f}x at num_workers 2
 """
