@@ -150,9 +150,14 @@ class _Reader:
             fcntl.fcntl(self.proc.stdout.fileno(), _F_SETPIPE_SZ, _PIPE_BYTES)
         except OSError:       # the system's pipe-max-size is lower: the default pipe works too
             pass
-        self.proc.stdin.write(struct.pack("<Q", len(job)) + job)
-        self.proc.stdin.flush()
         self.stats: dict | None = None
+        try:
+            self.proc.stdin.write(struct.pack("<Q", len(job)) + job)
+            self.proc.stdin.flush()
+        except BrokenPipeError:     # it exited before reading its job (an interpreter that cannot start)
+            code = self.proc.wait()
+            raise LoaderError(f"reader process {index} (pid {self.proc.pid}) exited with code {code} before "
+                              "it took its job; its stderr is above") from None
 
     def next(self):
         """The reader's next chunk, or None at its end (its stats are kept)."""

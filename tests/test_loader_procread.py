@@ -214,3 +214,17 @@ def test_a_stateful_loader_checkpoint_resumes_reader_processes_exactly(build):
     again = StatefulDataLoader(ShardedDataset(build, **kw), batch_size=None, num_workers=0)
     again.load_state_dict(saved)
     assert len(head) == 20 and head + ids(again) == whole
+
+
+def test_a_reader_that_cannot_start_is_an_error_naming_it(build, tmp_path, monkeypatch):
+    """An interpreter that exits at once (here a stand-in for a Python that cannot import the
+    package): a LoaderError with its exit code, whether it died before or after taking its job."""
+    import sys
+
+    broken = tmp_path / "python"
+    broken.write_text("#!/bin/sh\nexit 3\n")
+    broken.chmod(0o755)
+    ds = ShardedDataset(build, rank=0, world_size=1, batch_size=4, batched=True, reader_processes=1)
+    monkeypatch.setattr(sys, "executable", str(broken))
+    with pytest.raises(LoaderError, match=r"reader process 0 \(pid \d+\) exited with code 3"):
+        list(ds)
