@@ -63,10 +63,17 @@ def _peak_rss() -> int:
     return 0
 
 
+def _send(out, *parts) -> None:
+    """Write every byte of `parts` (a raw pipe write may take only part of a buffer)."""
+    for part in parts:
+        view = memoryview(part).cast("B")
+        while view.nbytes:
+            view = view[out.write(view):]
+
+
 def _write_frame(out, kind: int, payload) -> None:
     view = memoryview(payload).cast("B")
-    out.write(_HEADER.pack(_MAGIC, kind, view.nbytes))
-    out.write(view)
+    _send(out, _HEADER.pack(_MAGIC, kind, view.nbytes), view)
 
 
 def _write_chunk(out, chunk) -> None:
@@ -74,9 +81,7 @@ def _write_chunk(out, chunk) -> None:
         arr = np.ascontiguousarray(chunk)
         meta = json.dumps({"dtype": arr.dtype.str, "shape": list(arr.shape)}).encode()
         head = struct.pack("<I", len(meta)) + meta
-        out.write(_HEADER.pack(_MAGIC, _ARRAY, len(head) + arr.nbytes))
-        out.write(head)
-        out.write(memoryview(arr).cast("B"))
+        _send(out, _HEADER.pack(_MAGIC, _ARRAY, len(head) + arr.nbytes), head, arr)
         return
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, chunk.schema) as writer:

@@ -10,6 +10,7 @@ import signal
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 
@@ -228,3 +229,23 @@ def test_a_reader_that_cannot_start_is_an_error_naming_it(build, tmp_path, monke
     monkeypatch.setattr(sys, "executable", str(broken))
     with pytest.raises(LoaderError, match=r"reader process 0 \(pid \d+\) exited with code 3"):
         list(ds)
+
+
+def test_a_frame_is_written_whole_even_when_the_pipe_takes_part_of_a_write():
+    """A raw write to a pipe may take fewer bytes than it was given (a signal in the middle):
+    the reader must go on writing the rest, or the training process reads a torn frame."""
+    from shardforge.loaders.procread import _send
+
+    class Trickle:      # takes at most 5 bytes a write, as a pipe interrupted mid-write can
+        def __init__(self):
+            self.got = bytearray()
+
+        def write(self, view) -> int:
+            part = bytes(view[:5])
+            self.got += part
+            return len(part)
+
+    out = Trickle()
+    arr = np.arange(12, dtype=np.int32).reshape(3, 4)
+    _send(out, b"head", arr, memoryview(b"tail"))
+    assert bytes(out.got) == b"head" + arr.tobytes() + b"tail"
