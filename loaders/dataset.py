@@ -103,12 +103,17 @@ class _Torch:
         if num_workers > 1 and not self.batch_size:
             raise LoaderError("with DataLoader workers, pass batch_size= (the DataLoader's batch size) "
                               "so the rank's samples are dealt to workers in the order it collects them")
-        if num_workers > 1 and worker == 0 and self.lanes % num_workers:
-            warnings.warn(f"{type(self).__name__}(lanes={self.lanes}) read by {num_workers} DataLoader "
-                          "workers: workers share lanes, so each decodes row groups another also decodes; "
-                          f"lanes={num_workers} (or a multiple) reads disjoint row groups "
-                          "(see loaders/README.md)", stacklevel=3)
+        if num_workers > 1 and worker == 0:
+            self._warn_shared_lanes(num_workers, f"{num_workers} DataLoader workers", "workers", stacklevel=4)
         return self.iter_tables(self._pass_chunk(), worker, num_workers)
+
+    def _warn_shared_lanes(self, count: int, by: str, who: str, *, stacklevel: int) -> None:
+        """Warn when `count` readers (workers or reader processes) cannot each own whole lanes."""
+        if self.lanes % count:
+            warnings.warn(f"{type(self).__name__}(lanes={self.lanes}) read by {by}: {who} share lanes, so "
+                          "each decodes row groups another also decodes; "
+                          f"lanes={count} (or a multiple) reads disjoint row groups "
+                          "(see loaders/README.md)", stacklevel=stacklevel)
 
     def _process_tables(self, num_workers: int):
         """The rank's chunks read by `reader_processes` torch-free processes (procread)."""
@@ -120,11 +125,7 @@ class _Torch:
                                 "convert the whole StatefulDataLoader state with "
                                 "shardforge.loaders.state.from_stateful_loader first")
         count = self.reader_processes
-        if self.lanes % count:
-            warnings.warn(f"{type(self).__name__}(lanes={self.lanes}) read by reader_processes={count}: "
-                          "readers share lanes, so each decodes row groups another also decodes; "
-                          f"lanes={count} (or a multiple) reads disjoint row groups "
-                          "(see loaders/README.md)", stacklevel=4)
+        self._warn_shared_lanes(count, f"reader_processes={count}", "readers", stacklevel=5)
         chunk = self._pass_chunk()
         self._settle(chunk)
         self._yielded = 0

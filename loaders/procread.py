@@ -145,10 +145,10 @@ def _read_exact(fh, n: int) -> memoryview | None:
 class _Reader:
     """One reader process and the read end of its pipe."""
 
-    def __init__(self, job: bytes, index: int, env: dict):
+    def __init__(self, job: bytes, index: int):
         self.index = index
         self.proc = subprocess.Popen([sys.executable, "-m", "shardforge.loaders.procread"],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env)
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE)
         try:
             import fcntl
 
@@ -160,26 +160,26 @@ class _Reader:
             self.proc.stdin.write(struct.pack("<Q", len(job)) + job)
             self.proc.stdin.flush()
         except BrokenPipeError:     # it exited before reading its job (an interpreter that cannot start)
-            code = self.proc.wait()
-            raise LoaderError(f"reader process {index} (pid {self.proc.pid}) exited with code {code} before "
-                              "it took its job; its stderr is above") from None
+            raise self._exited("before it took its job") from None
+
+    def _exited(self, when: str) -> LoaderError:
+        """The error for a reader process that ended `when` (it is waited for here)."""
+        code = self.proc.wait()
+        return LoaderError(f"reader process {self.index} (pid {self.proc.pid}) exited with code {code} "
+                           f"{when}; its stderr is above")
 
     def next(self):
         """The reader's next chunk, or None at its end (its stats are kept)."""
         head = _read_exact(self.proc.stdout, _HEADER.size)
         if head is None:
-            code = self.proc.wait()
-            raise LoaderError(f"reader process {self.index} (pid {self.proc.pid}) exited with code {code} "
-                              "before finishing its chunks; its stderr is above")
+            raise self._exited("before finishing its chunks")
         magic, kind, size = _HEADER.unpack(head)
         if magic != _MAGIC:
             raise LoaderError(f"reader process {self.index} wrote something that is not a frame "
                               f"({bytes(head[:4])!r})")
         payload = _read_exact(self.proc.stdout, size) if size else memoryview(b"")
         if payload is None:
-            code = self.proc.wait()
-            raise LoaderError(f"reader process {self.index} (pid {self.proc.pid}) exited with code {code} "
-                              "in the middle of a chunk")
+            raise self._exited("in the middle of a chunk")
         if kind == _TABLE:
             return pa.ipc.open_stream(pa.py_buffer(payload)).read_all()
         if kind == _ARRAY:
@@ -214,12 +214,10 @@ def read_in_processes(reader, chunk: int, count: int, stats: list | None = None)
     (ShardReader, SequenceReader, MixtureReader) whose pass is already settled on
     `chunk`; it is pickled to each process. `stats`, when given, receives each reader's
     {"rows", "peak_rss"} once all have ended."""
-    job_of = [pickle.dumps((reader, chunk, k, count)) for k in range(count)]
-    env = dict(os.environ)
     readers: list[_Reader] = []
     try:
         for k in range(count):
-            readers.append(_Reader(job_of[k], k, env))
+            readers.append(_Reader(pickle.dumps((reader, chunk, k, count)), k))
         live = list(readers)
         while live:
             for r in list(live):
