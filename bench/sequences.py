@@ -93,26 +93,15 @@ def run_one(kind: str, build: str, length: int, litdata_dir: str, epochs: int = 
             reader.set_epoch(epoch)
             for chunk in reader.iter_sequences(8):
                 tokens += chunk.shape[0] * length
-    elif kind == "ours-2":
+    elif kind in ("ours-2", "ours-p2"):    # two DataLoader workers, or two torch-free reader processes
         from torch.utils.data import DataLoader
 
         from shardforge.loaders import TokenDataset
 
+        readers = 2 if kind == "ours-p2" else 0
         ds = TokenDataset(build, sequence_length=length, rank=0, world_size=1, seed=0, batch_size=8, batched=True,
-                          lanes=2)
-        loader = DataLoader(ds, batch_size=None, num_workers=2)
-        for epoch in range(epochs):
-            ds.set_epoch(epoch)
-            for batch in loader:
-                tokens += batch.shape[0] * length
-    elif kind == "ours-p2":
-        from torch.utils.data import DataLoader
-
-        from shardforge.loaders import TokenDataset
-
-        ds = TokenDataset(build, sequence_length=length, rank=0, world_size=1, seed=0, batch_size=8, batched=True,
-                          lanes=2, reader_processes=2)
-        loader = DataLoader(ds, batch_size=None, num_workers=0)
+                          lanes=2, reader_processes=readers)
+        loader = DataLoader(ds, batch_size=None, num_workers=0 if readers else 2)
         for epoch in range(epochs):
             ds.set_epoch(epoch)
             for batch in loader:
