@@ -13,7 +13,7 @@ export SHARDFORGE_JARS := $(abspath $(JARS))
 export SHARDFORGE_HADOOP_JARS := $(abspath $(HADOOP_JARS))
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: demo test test-stress setup system-deps jars venv bench package clean-out help
+.PHONY: demo test test-stress setup setup-demo jdk test-system-deps system-deps jars hadoop-jars venv bench package clean-out help
 
 help:
 	@echo "make demo   - set up, run the whole pipeline on the bundled sample, read it with the torch loader"
@@ -29,29 +29,45 @@ $(PY):
 
 # pip skips requirements that are already satisfied, so a second run takes seconds
 # (torch, the large one, is downloaded once per venv).
-setup: venv system-deps
-	$(PY) -m pip install -q -e '.[dev]'
+# `setup-demo` is what the demo needs (Spark, Delta's jars, torch); `setup` adds the test and
+# bench dependencies, Hadoop's minicluster and hadoop-aws jars, and Chromium.
+setup-demo: venv jdk
+	$(PY) -m pip install -q -e '.[spark,torch]'
 	@$(MAKE) --no-print-directory jars
 
-# Java (with javac, for the mini Hadoop cluster's launcher) and Maven for Spark and the
-# jars; Chromium for the report's screenshot test.
+setup: venv jdk test-system-deps
+	$(PY) -m pip install -q -e '.[dev]'
+	@$(MAKE) --no-print-directory hadoop-jars
+
+# Java (with javac, for the mini Hadoop cluster's launcher) and Maven for Spark and the jars.
 # Installed with apt-get when running as root on Debian; otherwise a hint is printed.
-system-deps:
-	@command -v java >/dev/null && command -v javac >/dev/null && command -v mvn >/dev/null && command -v chromium >/dev/null || \
+jdk:
+	@command -v java >/dev/null && command -v javac >/dev/null && command -v mvn >/dev/null || \
 	  { if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
 	      apt-get update -qq && apt-get install -y -qq --no-install-recommends \
 	        $$(command -v javac >/dev/null || echo openjdk-17-jdk-headless) \
-	        $$(command -v mvn >/dev/null || echo maven) \
-	        $$(command -v chromium >/dev/null || echo chromium) >/dev/null; \
-	    else echo "note: install a JDK 17, Maven and Chromium (Debian: apt-get install openjdk-17-jdk-headless maven chromium)"; fi; }
+	        $$(command -v mvn >/dev/null || echo maven) >/dev/null; \
+	    else echo "note: install a JDK 17 and Maven (Debian: apt-get install openjdk-17-jdk-headless maven)"; fi; }
 
-# Delta's JVM jars, matching the installed pyspark and delta-spark, into $(JARS); Hadoop's
-# minicluster (the YARN/HDFS tests) and hadoop-aws (s3a://), at pyspark's Hadoop version,
-# into $(HADOOP_JARS). Both git-ignored.
+# Chromium, for the report's screenshot test.
+test-system-deps:
+	@command -v chromium >/dev/null || \
+	  { if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	      apt-get update -qq && apt-get install -y -qq --no-install-recommends chromium >/dev/null; \
+	    else echo "note: install Chromium (Debian: apt-get install chromium)"; fi; }
+
+system-deps: jdk test-system-deps
+
+# Delta's JVM jars, matching the installed pyspark and delta-spark, into $(JARS) (git-ignored).
 jars: venv
-	@$(PY) -m shardforge.jvm_deps --pom jvm/pom.xml --dest $(JARS) --hadoop-dest $(HADOOP_JARS)
+	@$(PY) -m shardforge.deploy.jvm_deps --pom jvm/pom.xml --dest $(JARS)
 
-demo: setup
+# Hadoop's minicluster (the YARN/HDFS tests) and hadoop-aws (s3a://), at pyspark's Hadoop
+# version, into $(HADOOP_JARS) (git-ignored): only the tests and s3a:// users need them.
+hadoop-jars: venv   # (Delta's jars too: one resolution)
+	@$(PY) -m shardforge.deploy.jvm_deps --pom jvm/pom.xml --dest $(JARS) --hadoop-dest $(HADOOP_JARS)
+
+demo: setup-demo
 	$(PY) -m shardforge.jobs.demo --conf conf/demo.toml --output out/demo
 
 test: setup
@@ -77,7 +93,7 @@ bench: setup
 	$(PY) bench/quality.py --corpus .bench/quality/corpus.jsonl
 
 package: setup
-	$(PY) -m shardforge.packaging --dist dist
+	$(PY) -m shardforge.deploy.packaging --dist dist
 
 clean-out:
 	rm -rf out spark-warehouse metastore_db derby.log

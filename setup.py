@@ -59,5 +59,5 @@ setup(
                                               "webdataset>=1.0", "aiohttp", "accelerate>=1.0", "lightning>=2.2",
                                               "transformers>=4.40"],
     },
-    entry_points={"console_scripts": ["shardforge = shardforge.cli:main"]},
+    entry_points={"console_scripts": ["shardforge = shardforge.engine.cli:main"]},
 )

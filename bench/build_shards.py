@@ -30,8 +30,8 @@ def main() -> int:
     args = ap.parse_args()
 
     from shardforge.config import ShardsSection, SparkSection
-    from shardforge.session import get_spark
-    from shardforge.shards import build_shards
+    from shardforge.engine.session import get_spark
+    from shardforge.shards.build import build_shards
 
     spark = get_spark(SparkSection(master="local[2]", shuffle_partitions=8, properties={
         "spark.ui.enabled": "false", "spark.driver.memory": "4g",

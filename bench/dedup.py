@@ -73,7 +73,7 @@ def run_spark(corpus: Path, work: Path, memory: str) -> dict:
 
     from shardforge.config import DedupSection, SparkSection
     from shardforge.dedup import dedup, summary
-    from shardforge.session import get_spark
+    from shardforge.engine.session import get_spark
 
     spark = get_spark(SparkSection(master="local[2]", shuffle_partitions=8, jars_dir=str(ROOT / ".jars"), properties={
         "spark.driver.memory": memory, "spark.ui.enabled": "false",
@@ -113,7 +113,7 @@ def jvm_vs_numpy(corpus: Path, limit: int, memory: str) -> dict:
     from shardforge.dedup.near import signatures_df
     from shardforge.dedup.normalize import normalize_expr
     from shardforge.dedup.stage import resolve_params
-    from shardforge.session import get_spark
+    from shardforge.engine.session import get_spark
 
     spark = get_spark(SparkSection(master="local[2]", shuffle_partitions=8, jars_dir=str(ROOT / ".jars"),
                                    properties={"spark.driver.memory": memory, "spark.ui.enabled": "false",

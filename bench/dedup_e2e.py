@@ -9,7 +9,7 @@ against exact Jaccard on the planted duplicates.
 
 (The CLI needs Delta's jars: `make jars`, or SHARDFORGE_JARS pointing at a folder of them.)
 
-1. shardforge: `python -m shardforge.cli dedup --input <corpus> --output <work>/out-<label>` in a fresh
+1. shardforge: `python -m shardforge.engine.cli dedup --input <corpus> --output <work>/out-<label>` in a fresh
    process per round (SPARK_LOCAL_IP=127.0.0.1, spark.driver.memory from --memory through
    `--set spark.properties=...`): wall clock from spawn to exit, peak memory of its process tree
    (the driver's Python, the JVM, the Python workers), and from its report.json the stage
@@ -95,7 +95,7 @@ def shardforge_env(work: Path, src: Path | None) -> dict[str, str]:
 def run_shardforge(corpus: Path, out: Path, env: dict[str, str], memory: str, log: Path) -> dict:
     """One `shardforge dedup` process into a fresh `out`: wall clock, peak memory, its report."""
     shutil.rmtree(out, ignore_errors=True)
-    cmd = [sys.executable, "-m", "shardforge.cli", "dedup", "--input", str(corpus), "--output", str(out),
+    cmd = [sys.executable, "-m", "shardforge.engine.cli", "dedup", "--input", str(corpus), "--output", str(out),
            "--set", f'spark.properties={{"spark.driver.memory" = "{memory}"}}']
     load_before = load()
     with open(log.with_suffix(".out"), "w") as fo, open(log.with_suffix(".err"), "w") as fe:

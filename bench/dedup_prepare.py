@@ -42,7 +42,7 @@ def main() -> None:
     ap.add_argument("--work", type=Path, default=Path("/tmp/shardforge-bench-prepare"))
     args = ap.parse_args()
     from shardforge.config import SparkSection
-    from shardforge.session import get_spark
+    from shardforge.engine.session import get_spark
 
     spark = get_spark(SparkSection(master="local[2]", shuffle_partitions=8, properties={
         "spark.ui.enabled": "false", "spark.driver.memory": "2g"}))

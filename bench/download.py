@@ -78,7 +78,7 @@ def warm_up(spark, srv, work: Path) -> float:
 
 def run_shardforge(spark, list_path: str, out: str) -> dict:
     from shardforge.config import DownloadSection
-    from shardforge.download import download, read_url_list, summary_dict
+    from shardforge.ingest.download import download, read_url_list, summary_dict
 
     cfg = DownloadSection(threads_per_task=THREADS, partitions=WORKERS, per_host_connections=0, image_size=SIZE,
                           image_resize_mode="border", image_format="jpeg", image_quality=QUALITY, max_retries=0,
@@ -100,7 +100,7 @@ def main() -> None:
     import pyarrow.parquet as pq
 
     from shardforge.config import SparkSection
-    from shardforge.session import get_spark
+    from shardforge.engine.session import get_spark
     from webserver import TestServer
 
     work = Path(tempfile.mkdtemp(prefix="shardforge-bench-download-"))

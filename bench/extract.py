@@ -9,7 +9,7 @@ average. Agreement is the token-level F1 between the two libraries' outputs per 
 (tokens = whitespace-split words; a multiset overlap, as in the extraction benchmarks of
 Barbaresi and of Bevendorff et al.), reported as mean and median over pages, with the share
 of pages on which one library returns nothing. Also timed: shardforge's whole extraction
-path (`shardforge.extract.extract_page`, charset detection included).
+path (`shardforge.ingest.extract.extract_page`, charset detection included).
 """
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     from importlib.metadata import version
 
-    from shardforge.extract import extract_page
+    from shardforge.ingest.extract import extract_page
 
     docs = pages(Path(args.root), args.sample)
     mb = sum(len(h.encode()) for _, h in docs) / 1e6

@@ -18,7 +18,6 @@ import importlib.metadata
 import json
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import time
@@ -29,33 +28,12 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from loader_data import COLUMNS, make_build  # noqa: E402
+from loader_plan import READERS  # noqa: E402
 from loader_readers import HF_SCRIPT  # noqa: E402
 
 WORK = ROOT / ".bench" / "loader"
 VENVS = ROOT / ".bench-venvs"
 BATCH = 64
-
-# (key, label, child kind, child args); the order is the order of a round
-READERS = [
-    ("limit", "pyarrow `iter_batches` + same tensor conversion (the limit)", "limit", {}),
-    ("floor", "DataLoader floor: 2 workers yielding ready-made batches", "floor", {"workers": 2}),
-    ("batch_0", "ShardedDataset batch mode, num_workers=0", "sharded", {"mode": "batch", "workers": 0}),
-    ("batch_2", "ShardedDataset batch mode, num_workers=2, lanes=2", "sharded",
-     {"mode": "batch", "workers": 2, "lanes": 2}),
-    ("batch_2_l1", "ShardedDataset batch mode, num_workers=2, lanes=1 (default)", "sharded",
-     {"mode": "batch", "workers": 2, "lanes": 1}),
-    ("batch_p2", "ShardedDataset batch mode, reader_processes=2, lanes=2 (torch-free readers)", "sharded",
-     {"mode": "batch", "workers": 0, "lanes": 2, "readers": 2}),
-    ("hf_0", "HF datasets streaming, num_workers=0", "hf", {"workers": 0}),
-    ("hf_2", "HF datasets streaming, num_workers=2", "hf", {"workers": 2}),
-    ("limit_pylist", "pyarrow `iter_batches` + `to_pylist` (the per-sample limit)", "limit", {"pylist": True}),
-    ("sample_0", "ShardedDataset per-sample, num_workers=0", "sharded", {"mode": "sample", "workers": 0}),
-    ("sample_2", "ShardedDataset per-sample, num_workers=2, lanes=2", "sharded",
-     {"mode": "sample", "workers": 2, "lanes": 2}),
-]
-BASE = {"limit": "limit", "floor": "floor", "batch_0": "limit", "batch_2": "floor", "batch_2_l1": "floor", "batch_p2": "floor",
-        "hf_0": "limit", "hf_2": "floor", "limit_pylist": "limit_pylist", "sample_0": "limit_pylist",
-        "sample_2": "limit_pylist"}
 
 
 def hf_python() -> Path:
@@ -79,7 +57,7 @@ def hf_python() -> Path:
 def run(kind: str, build: Path, profile: str, **kw) -> dict:
     args = dict(build=str(build), columns=COLUMNS[profile], batch=BATCH, **kw)
     if kind == "hf":
-        from shardforge.manifest import read_manifest
+        from shardforge.shards.manifest import read_manifest
 
         m = read_manifest(str(build))
         payload = {"files": [m.path_of(s) for s in m.shards], "columns": args["columns"], "batch": BATCH,
@@ -128,10 +106,6 @@ def shuffle_quality(build: Path, window_bytes, lanes: int) -> dict:
             "uniform_shards": float(np.sum(1 - (1 - p) ** BATCH))}
 
 
-def med(values):
-    return statistics.median(values) if values else float("nan")
-
-
 def bench_profile(profile: str, args) -> dict:
     small = WORK / f"{profile}-{args.rows}"
     big = WORK / f"{profile}-{args.rows * args.scale}"
@@ -170,24 +144,6 @@ def bench_profile(profile: str, args) -> dict:
         R["shuffle"] = [shuffle_quality(small, wb, lanes) for wb, lanes in
                         ((0, 1), (16 << 20, 1), (64 << 20, 1), (128 << 20, 1), (128 << 20, 2), (512 << 20, 1))]
     return R
-
-
-def summary(R: dict) -> dict:
-    """Per reader: median rate, CPU rate, RSS over the rounds, and the median of its
-    per-round ratio to its baseline."""
-    out = {}
-    for key in R["rounds"][0]:
-        runs = [rnd[key] for rnd in R["rounds"]]
-        base = BASE[key]
-        out[key] = {"rate": med([r["rate"] for r in runs]), "cpu_rate": med([r["cpu_rate"] for r in runs]),
-                    "rss_mb": max(r["rss_mb"] for r in runs), "worker_rss_mb": max(r["worker_rss_mb"] for r in runs),
-                    "reader_peak_mb": max(r.get("reader_peak_mb", 0) for r in runs),
-                    "ratios": [rnd[key]["rate"] / rnd[base]["rate"] for rnd in R["rounds"] if base in rnd],
-                    "base": base}
-        out[key]["ratio"] = med(out[key]["ratios"])
-        if "hf_2" in R["rounds"][0]:
-            out[key]["vs_hf_2"] = med([rnd[key]["rate"] / rnd["hf_2"]["rate"] for rnd in R["rounds"]])
-    return out
 
 
 def main() -> None:

@@ -54,7 +54,7 @@ def _shard(rng, profile: str, start: int, n: int, zipf: np.ndarray, base: str | 
 
 def make_build(out: Path, profile: str, rows: int, shards: int = 16) -> None:
     """Write the build (once: an existing manifest.json is kept)."""
-    from shardforge.shardio import ShardWriter, WriterSettings, new_staging_dir, publish_build
+    from shardforge.shards.writer import ShardWriter, WriterSettings, new_staging_dir, publish_build
 
     if (out / "manifest.json").exists():
         return

@@ -81,7 +81,7 @@ def timed(fn) -> dict:
 
 
 def files_of(build: str) -> list[str]:
-    from shardforge.manifest import read_manifest
+    from shardforge.shards.manifest import read_manifest
 
     m = read_manifest(build)
     return [m.path_of(s) for s in m.shards]
@@ -115,7 +115,7 @@ def floor(build, columns, batch, workers=2, **_):
 
     from shardforge.loaders import no_collate
     from shardforge.loaders.convert import table_to_batch
-    from shardforge.manifest import read_manifest
+    from shardforge.shards.manifest import read_manifest
 
     total = read_manifest(build).total_rows
 

@@ -1,7 +1,7 @@
 """The loader benchmark's markdown report, from its results.json (bench/loader.py)."""
 from __future__ import annotations
 
-from loader import BASE, READERS, summary
+from loader_plan import BASE, READERS, summary
 
 BUDGET_MB = 128
 TARGETS = "targets of issue 14"

@@ -63,7 +63,7 @@ def run(python: str, args: list[str], out: Path, log: Path) -> float:
     env = {**_env(), "PYSPARK_PYTHON": python}
     t0 = time.perf_counter()
     with open(log, "w") as fh:
-        proc = subprocess.run([python, "-m", "shardforge.cli", "pipeline", *args, "--output", str(out)],
+        proc = subprocess.run([python, "-m", "shardforge.engine.cli", "pipeline", *args, "--output", str(out)],
                               cwd="/tmp", env=env, stdout=fh, stderr=subprocess.STDOUT)
     seconds = time.perf_counter() - t0
     if proc.returncode != 0:
@@ -180,7 +180,7 @@ def run_keep(python: str, args: list[str], out: Path, log: Path) -> float:
     env = {**_env(), "PYSPARK_PYTHON": python}
     t0 = time.perf_counter()
     with open(log, "w") as fh:
-        proc = subprocess.run([python, "-m", "shardforge.cli", "pipeline", *args, "--output", str(out)],
+        proc = subprocess.run([python, "-m", "shardforge.engine.cli", "pipeline", *args, "--output", str(out)],
                               cwd="/tmp", env=env, stdout=fh, stderr=subprocess.STDOUT)
     if proc.returncode != 0:
         raise SystemExit(f"the resumed run failed ({proc.returncode}); see {log}")

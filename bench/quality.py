@@ -125,8 +125,8 @@ def run_dt(corpus: Path, mode: str) -> dict:
 
 
 def ours(texts: list[str], q) -> tuple[list[str], list]:
-    """(decision per document, texts after the groups) with shardforge.quality, in batches."""
-    from shardforge.quality import apply
+    """(decision per document, texts after the groups) with shardforge.clean.quality, in batches."""
+    from shardforge.clean.quality import apply
 
     decisions, out_texts = [], []
     for i in range(0, len(texts), BATCH):

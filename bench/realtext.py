@@ -59,7 +59,7 @@ def documents(man1: int = 4000, translated: int = 200) -> list[dict]:
     """The quality corpus: every HTML page under /usr/share/doc (main text), manual pages of
     sections 2-8 and `man1` of section 1, `translated` pages of each translated language,
     every copyright file and README. One document per file, paragraphs separated by blank lines."""
-    from shardforge.extract import extract_page
+    from shardforge.ingest.extract import extract_page
 
     docs = []
     for p in sorted(DOC.rglob("*.html")):
@@ -79,7 +79,7 @@ def documents(man1: int = 4000, translated: int = 200) -> list[dict]:
 
 
 def main(argv=None) -> int:
-    from shardforge.textclean import normalize
+    from shardforge.clean.text import normalize
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)

@@ -1,4 +1,4 @@
-"""Benchmark of the PII kernel (shardforge.pii): accuracy on the development and the
+"""Benchmark of the PII kernel (shardforge.redact.pii): accuracy on the development and the
 independent labeled sets, throughput against scrubadub in the same run, linear time
 on adversarial inputs, and a 50 MB document.
 
@@ -189,7 +189,7 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=5, help="passes of detect and of redact per round")
     ap.add_argument("--out", default=str(HERE / "results" / "redact.md"))
     args = ap.parse_args(argv)
-    from shardforge.pii import Redactor
+    from shardforge.redact.pii import Redactor
 
     single_core()
     redactor = Redactor()

@@ -42,7 +42,7 @@ def make_build(path: Path, docs: int) -> None:
     import numpy as np
     import pyarrow as pa
 
-    from shardforge.shardio import WriterSettings, write_build
+    from shardforge.shards.writer import WriterSettings, write_build
 
     rng = np.random.default_rng(0)
     lengths = np.clip(rng.lognormal(6.6, 0.7, docs).astype(np.int64), 1, 16_000)
@@ -78,7 +78,7 @@ def run_one(kind: str, build: str, length: int, litdata_dir: str, epochs: int = 
     if kind == "pyarrow":
         import pyarrow.parquet as pq
 
-        from shardforge.manifest import read_manifest
+        from shardforge.shards.manifest import read_manifest
 
         m = read_manifest(build)
         for _ in range(epochs):

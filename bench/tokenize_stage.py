@@ -4,7 +4,7 @@ same texts, outside Spark, on one core.
     .venv/bin/python bench/tokenize_stage.py [--docs 20000] [--vocab 32000] [--rounds 3]
 
 Corpus: `bench/corpus.py` (real text, mean about 6 KB). Tokenizer: byte-level BPE trained on
-the corpus's first 2,000 documents (`shardforge.tokenize.train_bpe`), made once. In one run,
+the corpus's first 2,000 documents (`shardforge.tokenize.stage.train_bpe`), made once. In one run,
 alternated `rounds` times:
 - limit: `Tokenizer.encode_batch_fast` over batches of 1,024 texts in this process, one core
   (TOKENIZERS_PARALLELISM=false), ids into Arrow lists as the stage builds them;
@@ -39,8 +39,8 @@ def main() -> int:
     args = ap.parse_args()
 
     from shardforge.config import SparkSection, TokenizeSection
-    from shardforge.session import get_spark
-    from shardforge.tokenize import _from_str, encode_batch, load_tokenizer, tokenize, train_bpe
+    from shardforge.engine.session import get_spark
+    from shardforge.tokenize.stage import _from_str, encode_batch, load_tokenizer, tokenize, train_bpe
 
     corpus = ensure_corpus(ROOT / ".bench" / f"corpus-{args.docs}.jsonl", args.docs)
     texts = [json.loads(line)["text"] for line in open(corpus, encoding="utf-8")]

@@ -13,7 +13,7 @@ import sys
 from typing import Sequence
 
 from shardforge.config import Config
-from shardforge.jobargs import guarded, options_from, parse, require, run_flags
+from shardforge.engine.jobargs import guarded, options_from, parse, require, run_flags
 
 
 def _extra(p) -> None:
@@ -22,8 +22,8 @@ def _extra(p) -> None:
 
 
 def _main(cfg: Config, args) -> int:
-    from shardforge.layout import Layout
-    from shardforge.runner import run_job
+    from shardforge.engine.layout import Layout
+    from shardforge.engine.runner import run_job
 
     report = run_job(cfg, ("build-shards",), layout=Layout.for_build(cfg.pipeline.output),
                      options=options_from(args), name="build-shards")

@@ -72,7 +72,7 @@ def write_crawl(base: str, out: Path) -> Path:
     sees the same input and resumes. Its records carry a fixed WARC-Date (a crawler stamps
     the fetch time, which rows keep as `meta.warc_date`): two demo runs on two machines
     give the same shards and the same build id."""
-    from shardforge.readers.warcfile import crawl
+    from shardforge.ingest.readers.warcfile import crawl
 
     path = out / "crawl.warc.gz"
     if not path.exists():
@@ -87,7 +87,7 @@ def write_crawl(base: str, out: Path) -> Path:
 def train_tokenizer(path: Path) -> Path:
     """A small byte-level BPE tokenizer trained on the sample's texts (nothing downloaded;
     the same sample gives the same tokenizer.json)."""
-    from shardforge.tokenize import train_bpe
+    from shardforge.tokenize.stage import train_bpe
 
     texts = []
     with open(SAMPLE / "docs.jsonl", encoding="utf-8") as fh:
@@ -154,7 +154,7 @@ def run_loader(shards: str, world: int = 2, batch_size: int = 8) -> list[dict]:
 
 def main(argv=None) -> int:
     from shardforge.config import load_config
-    from shardforge.jobargs import setup_logging
+    from shardforge.engine.jobargs import setup_logging
 
     ap = argparse.ArgumentParser(prog="shardforge-demo", description=__doc__.splitlines()[0])
     ap.add_argument("--conf", default=str(ROOT / "conf" / "demo.toml"))
@@ -166,7 +166,7 @@ def main(argv=None) -> int:
     cfg = load_config(args.conf, args.overrides)
     out = Path(args.output or cfg.pipeline.output).resolve()
     from shardforge.jobs.pipeline import run_pipeline
-    from shardforge.session import get_spark
+    from shardforge.engine.session import get_spark
 
     server, base = serve(SAMPLE / "web", args.port)
     try:
@@ -185,7 +185,7 @@ def main(argv=None) -> int:
         spark.stop()
     finally:
         server.shutdown()
-    from shardforge.cli import main as cli
+    from shardforge.engine.cli import main as cli
 
     shards = str(out / "shards")
     print("\n== stages")

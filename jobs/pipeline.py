@@ -14,15 +14,15 @@ import sys
 from typing import Sequence
 
 from shardforge.config import Config
-from shardforge.jobargs import guarded, options_from, parse, require, run_flags, urls_flag
+from shardforge.engine.jobargs import guarded, options_from, parse, require, run_flags, urls_flag
 
 
 def run_pipeline(spark, cfg: Config, *, as_of_version: int | None = None, restart: bool = False,
                  keep_intermediate: bool = False) -> dict:
     """Run `cfg.pipeline.stages` on `cfg.pipeline.input`/`urls` into `cfg.pipeline.output`
     with an existing session; returns the run report."""
-    from shardforge.layout import Layout
-    from shardforge.runner import RunOptions, run_job
+    from shardforge.engine.layout import Layout
+    from shardforge.engine.runner import RunOptions, run_job
 
     options = RunOptions(restart=restart, keep_intermediate=keep_intermediate, as_of_version=as_of_version)
     return run_job(cfg, cfg.pipeline.stages, layout=Layout.for_output(cfg.pipeline.output), options=options,
@@ -43,8 +43,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(cfg: Config, args) -> int:
-    from shardforge.layout import Layout
-    from shardforge.runner import run_job
+    from shardforge.engine.layout import Layout
+    from shardforge.engine.runner import run_job
 
     report = run_job(cfg, cfg.pipeline.stages, layout=Layout.for_output(cfg.pipeline.output),
                      options=options_from(args))

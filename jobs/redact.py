@@ -7,7 +7,7 @@ Rejected rows go to `<output>/rejects` with their reason; the report to `<output
 """
 import sys
 
-from shardforge.jobargs import stage_job_main
+from shardforge.engine.jobargs import stage_job_main
 
 
 def main(argv=None) -> int:

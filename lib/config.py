@@ -9,13 +9,18 @@ values of the wrong type are `ConfigError`s that name the offending key, e.g.
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import tomllib
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
-from .stages import DEFAULT_STAGES, check_stages
+from shardforge.stages import DEFAULT_STAGES, check_stages
+
+
+# The quality rule groups, in the order they run (shardforge.clean.quality runs them)
+QUALITY_GROUPS = ("gopher_repetition", "gopher_quality", "c4", "fineweb")
 
 
 class ConfigError(ValueError):
@@ -93,7 +98,7 @@ class DownloadSection:
 
 @dataclass(frozen=True)
 class CleanSection:
-    """[clean]: normalisation and quality rules (shardforge.textclean). A 0 turns a
+    """[clean]: normalisation and quality rules (shardforge.clean.text). A 0 turns a
     max_/min_ rule off. Quality rules apply to every kind but "image" (captions)."""
     normalize_unicode: bool = True
     unicode_form: str = "NFC"    # NFC | NFKC
@@ -117,14 +122,14 @@ class CleanSection:
         "terms and conditions", "all rights reserved", "sign up for our newsletter",
         "subscribe to our newsletter", "click here to", "log in to reply", "powered by wordpress")
     fix_mojibake: bool = False   # ftfy.fix_text before normalisation (mojibake, HTML entities left in text)
-    detect_language: bool = True  # language + language_score columns (shardforge.langid)
+    detect_language: bool = True  # language + language_score columns (shardforge.clean.langid)
     languages: tuple[str, ...] = ()   # ISO 639-1 codes to keep ("en", "de", ...); () = every language
     min_language_score: float = 0.0   # below it: filter:language; 0 = off
 
 
 @dataclass(frozen=True)
 class QualitySection:
-    """[quality]: Gopher, C4 and FineWeb rules with their published defaults (shardforge.quality).
+    """[quality]: Gopher, C4 and FineWeb rules with their published defaults (shardforge.clean.quality).
     `filters` picks the groups that run, always in FineWeb's order; a 0 (false) turns one rule
     off. Defaults: datatrove 0.10's GopherRepetitionFilter, GopherQualityFilter, C4QualityFilter
     and FineWebQualityFilter (FineWeb itself runs C4 with c4_terminal_punct = false)."""
@@ -167,7 +172,7 @@ class QualitySection:
 
 @dataclass(frozen=True)
 class RedactSection:
-    """[redact]: PII kinds and how spans are replaced (shardforge.pii)."""
+    """[redact]: PII kinds and how spans are replaced (shardforge.redact.pii)."""
     kinds: tuple[str, ...] = ("EMAIL", "IP_ADDRESS", "PHONE", "CREDIT_CARD", "US_SSN", "IBAN", "KEY")
     mode: str = "placeholder"    # placeholder | pseudonym
     placeholders: dict[str, str] = field(default_factory=dict)   # kind -> text, default <KIND>
@@ -189,7 +194,7 @@ class RedactSection:
 
 @dataclass(frozen=True)
 class RejectsSection:
-    """[rejects]: what the rejects table keeps of each rejected row (shardforge.privacy)."""
+    """[rejects]: what the rejects table keeps of each rejected row (shardforge.redact.privacy)."""
     record: str = "redacted"     # redacted | none | original (original warns: unredacted PII)
 
 
@@ -218,7 +223,7 @@ class DedupSection:
 
 @dataclass(frozen=True)
 class TokenizeSection:
-    """[tokenize]: token ids by a `tokenizers` tokenizer.json (shardforge.tokenize)."""
+    """[tokenize]: token ids by a `tokenizers` tokenizer.json (shardforge.tokenize.stage)."""
     tokenizer: str = ""          # path to tokenizer.json (read on the driver; executors get it broadcast)
     column: str = "tokens"       # the token list column (num_tokens is added beside it)
     bos_id: int = -1             # prepended to every document; -1 = none
@@ -258,40 +263,6 @@ class Config:
 
     def replace(self, **sections: Any) -> "Config":
         return dataclasses.replace(self, **sections)
-
-
-def recorded_config(cfg: Config) -> dict[str, Any]:
-    """What a run's report, a build's manifest and a stage's fingerprint record of the config:
-    everything but where it ran (`[spark]`) and its paths (`pipeline.input`, `urls`,
-    `output`), with every field marked secret emptied. The pseudonymisation key in use is
-    named by its key id (`redact.pseudonym_key_id`), whichever way it was given."""
-    from .privacy import key_id, resolve_pseudonym_key
-
-    d = cfg.to_dict()
-    d.pop("spark", None)
-    for k in ("input", "urls", "output"):
-        d["pipeline"].pop(k, None)
-    for section in dataclasses.fields(cfg):
-        for f in dataclasses.fields(getattr(cfg, section.name)):
-            if f.metadata.get("secret") and section.name in d:
-                d[section.name][f.name] = ""
-    if cfg.redact.mode == "pseudonym":
-        d["redact"]["pseudonym_key_id"] = key_id(resolve_pseudonym_key(cfg.redact))
-    # the libraries whose versions decide output text: recorded (in reports and manifests) and
-    # fingerprinted (a new version reruns the stage)
-    d["ingest"]["html_extractor"] = _library("resiliparse")
-    if cfg.clean.detect_language:
-        d["clean"]["language_identifier"] = _library("py3langid")
-    return d
-
-
-def _library(name: str) -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return f"{name} {version(name)}"
-    except PackageNotFoundError:
-        return f"{name} (not installed)"
 
 
 CHOICES: dict[str, tuple[str, ...]] = {
@@ -376,16 +347,30 @@ def _check_ranges(name: str, obj: Any) -> None:
             raise ConfigError(f"pipeline.stages: {exc}") from None
         if obj.lock_timeout <= 0:
             raise ConfigError(f"pipeline.lock_timeout: must be > 0, got {obj.lock_timeout!r}")
+    if name == "download":
+        rules = [("threads_per_task", obj.threads_per_task >= 1, ">= 1"),
+                 ("image_size", obj.image_size >= 1, ">= 1"),
+                 ("image_quality", 1 <= obj.image_quality <= 100, "between 1 and 100"),
+                 ("max_bytes", obj.max_bytes >= 1, ">= 1"),
+                 ("connect_timeout", obj.connect_timeout > 0, "> 0"),
+                 ("read_timeout", obj.read_timeout > 0, "> 0"),
+                 ("expect", obj.expect in ("auto", "image", "page"), "auto, image or page")]
+        for key, ok, want in rules:
+            if not ok:
+                raise ConfigError(f"download.{key}: must be {want}, got {getattr(obj, key)!r}")
+        for net in obj.allowed_networks:
+            try:
+                ipaddress.ip_network(net, strict=False)
+            except ValueError as exc:
+                raise ConfigError(f"download.allowed_networks: {exc}") from None
     if name == "dedup" and not 0.0 < obj.threshold <= 1.0:
         raise ConfigError(f"dedup.threshold: must be in (0, 1], got {obj.threshold!r}")
     if name == "dedup" and obj.shingle_size < 1:
         raise ConfigError(f"dedup.shingle_size: must be >= 1, got {obj.shingle_size!r}")
     if name == "quality":
-        from .quality import GROUPS
-
         for i, g in enumerate(obj.filters):
-            if g not in GROUPS:
-                raise ConfigError(f"quality.filters[{i}]: {g!r} is not one of {', '.join(GROUPS)}")
+            if g not in QUALITY_GROUPS:
+                raise ConfigError(f"quality.filters[{i}]: {g!r} is not one of {', '.join(QUALITY_GROUPS)}")
         for key, size in (("gopher_max_top_ngram_char_frac", 3), ("gopher_max_dup_ngram_char_frac", 6)):
             if len(getattr(obj, key)) != size:
                 raise ConfigError(f"quality.{key}: expected {size} fractions (one per n), got {len(getattr(obj, key))}")

@@ -2,7 +2,7 @@
 
 `StageResult(kept, rejected)`: `kept` goes on to the next stage, `rejected` has the
 REJECT schema (see `shardforge.schemas`). For every stage, rows in = kept + rejected
-(the runner, `shardforge.runner`, checks it); `rejects(...)` builds rejected rows
+(the runner, `shardforge.engine.runner`, checks it); `rejects(...)` builds rejected rows
 without losing the original record.
 """
 from __future__ import annotations

@@ -3,8 +3,8 @@
 A `StageSpec` says what a stage is: its name, the config it reads (the part of the
 config its fingerprint covers), the schemas asserted at its boundaries, the Layout
 field its final output is published to, and the function that runs it
-(`shardforge.steps.<function>`). `pipeline.stages` picks from `ORDER`; the runner
-(`shardforge.runner`) executes the picked stages in this order for every entry
+(`shardforge.engine.steps.<function>`). `pipeline.stages` picks from `ORDER`; the runner
+(`shardforge.engine.runner`) executes the picked stages in this order for every entry
 point: `shardforge pipeline`, each single-stage subcommand and `build-shards`.
 
 This module imports nothing heavy, so the config can validate stage names without Spark.
@@ -20,7 +20,7 @@ class StageSpec:
     # Config its fingerprint covers: whole sections ("clean") or single keys
     # ("pipeline.input_format"). Keys that say where, not what, are left out (`ignore`).
     reads: tuple[str, ...]
-    function: str                       # attribute of shardforge.steps
+    function: str                       # attribute of shardforge.engine.steps
     output: str                         # Layout field the stage's result is published to when it ends a plan
     input_schema: str | None = "DOCUMENT"   # name in shardforge.schemas; "ANY": no check; None: reads the run's inputs
     output_schema: str | None = "DOCUMENT"  # asserted on kept rows (extra columns allowed); None: a sink

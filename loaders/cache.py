@@ -34,7 +34,7 @@ from contextlib import contextmanager
 
 import pyarrow as pa
 
-from shardforge.manifest import ManifestError
+from shardforge.shards.manifest import ManifestError
 
 _PART = re.compile(r"^([0-9a-f]{64})\.(\d+)\.part$")
 _COPY = re.compile(r"^([0-9a-f]{64})\.parquet$")

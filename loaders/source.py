@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from shardforge.manifest import Manifest, ManifestError, open_file, read_manifest, shard_mismatch
+from shardforge.shards.manifest import Manifest, ManifestError, open_file, read_manifest, shard_mismatch
 
 from .cache import ShardCache
 from .order import Block, block_table

@@ -15,6 +15,10 @@ from pyspark.sql import DataFrame
 from pyspark.sql.types import (BinaryType, DoubleType, IntegerType, LongType, MapType,
                                StringType, StructField, StructType)
 
+# Field metadata key of an integer list column stored narrower than Spark's types say
+# (the tokenize stage's uint16 token ids); the shard writer reads it
+DTYPE_KEY = "shardforge.dtype"
+
 DOCUMENT = StructType([
     StructField("id", StringType(), False),
     StructField("text", StringType(), True),

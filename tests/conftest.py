@@ -49,7 +49,7 @@ def pytest_configure(config):
 def spark(tmp_path_factory):
     pytest.importorskip("pyspark")
     from shardforge.config import SparkSection
-    from shardforge.session import get_spark
+    from shardforge.engine.session import get_spark
 
     jars = os.environ.get("SHARDFORGE_JARS") or str(ROOT / ".jars")
     warehouse = tmp_path_factory.mktemp("warehouse")
@@ -77,7 +77,7 @@ def minihadoop(tmp_path_factory):
     one NodeManager offering 8 GB and 8 vcores: room for the YARN tests' two applications at
     once (each an application master and two executors of under 1 GB; YARN accounts the
     memory, the JVMs use less)."""
-    from shardforge.minihadoop import MiniHadoop
+    from minihadoop import MiniHadoop
 
     h = MiniHadoop(str(tmp_path_factory.mktemp("minihadoop")), memory_mb=8192, vcores=8,
                    java_options=tuple(TEST_JVM_OPTS.split())).start()
@@ -103,7 +103,7 @@ def reference_run(spark, tmp_path_factory, request):
     lock in the run's shared temp folder, and the others read that folder."""
     from filelock import FileLock
 
-    from shardforge.cli import main
+    from shardforge.engine.cli import main
 
     worker = getattr(request.config, "workerinput", {}).get("workerid")
     base = tmp_path_factory.getbasetemp()

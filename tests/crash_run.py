@@ -27,7 +27,7 @@ def freeze(flag: str) -> None:
 
 def install(point: str, flag: str) -> None:
     if point == "after-clean":
-        from shardforge import runner
+        from shardforge.engine import runner
 
         original = runner.Runner._write_marker
 
@@ -45,7 +45,7 @@ def install(point: str, flag: str) -> None:
 
         stage.connected_components = components
     elif point == "before-manifest":
-        from shardforge import shardio
+        from shardforge.shards.build import writer as shardio
 
         def write_manifest(*args, **kwargs):
             freeze(flag)
@@ -59,7 +59,7 @@ def main() -> int:
     point, flag, sep, *argv = sys.argv[1:]
     assert sep == "--", "usage: crash_run.py POINT FLAG_FILE -- ARGS..."
     install(point, flag)
-    from shardforge.cli import main as cli
+    from shardforge.engine.cli import main as cli
 
     return cli(argv)
 

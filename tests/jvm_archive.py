@@ -30,7 +30,7 @@ UNUSED_DAYS = 14      # an archive no run has used for this long is removed when
 
 def _java() -> str | None:
     """The java that spark-class runs (JAVA_HOME's, or the one on PATH); None without one."""
-    from shardforge.minihadoop import MiniHadoopError, java_home
+    from minihadoop import MiniHadoopError, java_home
 
     try:
         return str(Path(java_home()) / "bin" / "java")
@@ -40,7 +40,7 @@ def _java() -> str | None:
 
 def archive_path(jvm_opts: str) -> Path | None:
     """Where the archive for this machine's java, Spark and `jvm_opts` lives (or would)."""
-    from shardforge.cluster import spark_home
+    from shardforge.deploy.cluster import spark_home
 
     java = _java()
     if not java:
@@ -70,7 +70,7 @@ def _build(path: Path, jvm_opts: str) -> None:
         env = clean_env({"SPARK_SUBMIT_OPTS": f"{jvm_opts} -XX:ArchiveClassesAtExit={part}",
                          "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable})
         proc = subprocess.run(
-            [sys.executable, "-m", "shardforge.cli", "pipeline", "--conf", str(ROOT / "conf" / "demo.toml"),
+            [sys.executable, "-m", "shardforge.engine.cli", "pipeline", "--conf", str(ROOT / "conf" / "demo.toml"),
              "--input", str(docs), "--output", str(Path(tmp) / "out")],
             cwd=tmp, env=env, capture_output=True, text=True, timeout=900)
         if proc.returncode != 0 or not part.exists():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from shardforge.shardio import WriterSettings, new_staging_dir, publish_build, write_build, write_shard
+from shardforge.shards.writer import WriterSettings, new_staging_dir, publish_build, write_build, write_shard
 
 
 def shard_tables(sizes: list[int], *, tokens: bool = True) -> list[pa.Table]:

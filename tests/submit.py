@@ -42,7 +42,7 @@ def conf_args(conf: dict[str, str]) -> list[str]:
 
 def clean_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """This process's environment without the PySpark variables of the test session's own driver."""
-    from shardforge.cluster import spark_home
+    from shardforge.deploy.cluster import spark_home
 
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYTHONPATH", "PYSPARK_GATEWAY_PORT")}

@@ -10,7 +10,7 @@ pytest.importorskip("pyspark")
 
 from pyspark.sql import functions as F  # noqa: E402
 
-from shardforge.clean import clean, drops_by_rule  # noqa: E402
+from shardforge.clean.stage import clean, drops_by_rule  # noqa: E402
 from shardforge.config import CleanSection, load_config  # noqa: E402
 from shardforge.schemas import DOCUMENT, REJECT, assert_schema  # noqa: E402
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shardforge.textclean import Rules, clean_one, failed_rule, from_pylist, normalize, to_pylist_safe
+from shardforge.clean.text import Rules, clean_one, failed_rule, from_pylist, normalize, to_pylist_safe
 
 
 def test_normalize():

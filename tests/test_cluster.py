@@ -19,7 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from shardforge import cluster, funnel, packaging
+from shardforge.deploy import cluster
+
+from shardforge.report import funnel
+
+from shardforge.deploy import packaging
 from submit import Background, clean_env, conf_args, spark_jvm_opts
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]
@@ -115,7 +119,7 @@ def local_run(work, sample, dist, urls) -> Background:
 
 
 def _jars() -> list[str]:
-    from shardforge.session import find_jars
+    from shardforge.engine.session import find_jars
 
     jars = find_jars(".jars")
     if not jars:
@@ -303,9 +307,9 @@ def test_no_funnel_on_the_full_pipeline_run(local_run, work):
 
 
 def test_cluster_cli_start_status_stop(tmp_path):
-    """`python -m shardforge.cluster start|status|stop` from a shell, leaving no process behind."""
+    """`python -m shardforge.deploy.cluster start|status|stop` from a shell, leaving no process behind."""
     d = tmp_path / "c"
-    py = [sys.executable, "-m", "shardforge.cluster"]
+    py = [sys.executable, "-m", "shardforge.deploy.cluster"]
     start = subprocess.run([*py, "start", "--dir", str(d), "--workers", "1", "--memory", "512m"],
                            capture_output=True, text=True, timeout=180, env=clean_env())
     assert start.returncode == 0, start.stderr

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from shardforge import cluster
+from shardforge.deploy import cluster
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFS = sorted((ROOT / "conf").glob("spark-*.conf"))

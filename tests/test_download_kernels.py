@@ -9,12 +9,12 @@ import pytest
 from PIL import Image
 
 from shardforge.config import DownloadSection
-from shardforge.download.fetch import Fetcher, parse_retry_after
-from shardforge.download.guard import AddressPolicy, BlockedAddress, InvalidURL, check_url, host_key
-from shardforge.download.images import ImageFailure, process_image
-from shardforge.download.robots import agent_token, x_robots_denied
-from shardforge.download.text import decode_page, detect_charset, extract_text
-from shardforge.download.worker import handle
+from shardforge.ingest.download.fetch import Fetcher, parse_retry_after
+from shardforge.ingest.download.guard import AddressPolicy, BlockedAddress, InvalidURL, check_url, host_key
+from shardforge.ingest.download.images import ImageFailure, process_image
+from shardforge.ingest.download.robots import agent_token, x_robots_denied
+from shardforge.ingest.download.text import decode_page, detect_charset, extract_text
+from shardforge.ingest.download.worker import handle
 from webserver import TestServer, _bomb_png, _image, http_server  # noqa: F401  (fixture)
 
 # Timeouts well above any legitimate fetch on a loaded machine; /slow holds its headers
@@ -272,8 +272,8 @@ def test_user_agent_and_invalid_urls(http_server):
 # --- spool (write-ahead log) ---------------------------------------------------------------
 
 def test_spool_survives_a_torn_tail_and_feeds_retried_attempts(tmp_path):
-    from shardforge.download.resume import read_spool_file, spool_files
-    from shardforge.download.worker import Spool, _earlier_attempts, to_batch
+    from shardforge.ingest.download.worker import read_spool_file, spool_files
+    from shardforge.ingest.download.worker import Spool, _earlier_attempts, to_batch
 
     sp = Spool(str(tmp_path), "run1-p00003-a0-x")
     rows = [{"url": f"http://h/{i}", "status": s, "attempts": 1} for i, s in
@@ -290,14 +290,20 @@ def test_spool_survives_a_torn_tail_and_feeds_retried_attempts(tmp_path):
     assert _earlier_attempts(str(tmp_path), "run1-p00004-a") == {}
 
 
-def test_bad_settings_are_named():
-    from shardforge.download.stage import check_config
+def test_bad_settings_are_named_when_the_config_is_loaded():
+    """[download] is checked by load_config whether or not a URL list is given (the stage may
+    not run), and check_config still names a bad network for a section built in code."""
+    from shardforge.config import ConfigError, load_config
+    from shardforge.ingest.download.stage import check_config
 
     check_config(CFG)
-    for key, bad in (("image_quality", 0), ("threads_per_task", 0), ("expect", "video"),
-                     ("allowed_networks", ("10.0.0.0/33",))):
-        with pytest.raises(ValueError, match=key):
-            check_config(DownloadSection(**{**CFG.__dict__, key: bad}))
+    load_config(None, ["download.threads_per_task=1"])
+    for key, bad in (("image_quality", "0"), ("threads_per_task", "0"), ("expect", '"video"'),
+                     ("read_timeout", "0"), ("allowed_networks", '["10.0.0.0/33"]')):
+        with pytest.raises(ConfigError, match=f"download.{key}"):
+            load_config(None, [f"download.{key}={bad}"])
+    with pytest.raises(ValueError, match="allowed_networks"):
+        check_config(DownloadSection(**{**CFG.__dict__, "allowed_networks": ("10.0.0.0/33",)}))
 
 
 def test_busy_host_does_not_hold_up_other_hosts():
@@ -305,7 +311,7 @@ def test_busy_host_does_not_hold_up_other_hosts():
     per host: B's URLs run beside A's instead of queueing behind them."""
     import pyarrow as pa
 
-    from shardforge.download.worker import ARROW, run_partition
+    from shardforge.ingest.download.worker import ARROW, run_partition
 
     with TestServer(hold_seconds=0.05) as srv:
         urls = [srv.url(f"/hold/a{i}.jpg") for i in range(24)] + \
@@ -337,8 +343,8 @@ def test_each_fetch_is_spooled_before_its_thread_takes_another_url(tmp_path):
 
     import pyarrow as pa
 
-    from shardforge.download.resume import read_spool_file, spool_files
-    from shardforge.download.worker import run_partition
+    from shardforge.ingest.download.worker import read_spool_file, spool_files
+    from shardforge.ingest.download.worker import run_partition
 
     threads = 2
     with TestServer(hold_seconds=0.05) as srv:

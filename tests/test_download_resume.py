@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from shardforge.config import DownloadSection
-from shardforge.download import download, read_url_list
-from shardforge.download.resume import fetch_record, read_spool_file, spool_files
+from shardforge.ingest.download import download, read_url_list
+from shardforge.ingest.download.resume import fetch_record
+from shardforge.ingest.download.worker import read_spool_file, spool_files
 from proctree import kill_tree
 from webserver import TestServer, comparable_results
 
@@ -23,8 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent
 DRIVER = '''
 import json, sys
 from shardforge.config import DownloadSection, SparkSection
-from shardforge.session import get_spark
-from shardforge.download import clear_spool, download, load_previous, merge_results, read_url_list
+from shardforge.engine.session import get_spark
+from shardforge.ingest.download import clear_spool, download, load_previous, merge_results, read_url_list
 args = json.loads(sys.argv[1])
 spark = get_spark(SparkSection(master="local[2]", shuffle_partitions=4, jars_dir=args["jars"], properties={
     "spark.ui.enabled": "false", "spark.default.parallelism": "4", "spark.driver.memory": "1g"}))

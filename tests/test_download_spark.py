@@ -9,7 +9,7 @@ import pytest
 from pyspark.sql.types import StructType
 
 from shardforge.config import DownloadSection
-from shardforge.download import (RESULT, download, load_previous, merge_results, read_url_list,
+from shardforge.ingest.download import (RESULT, download, load_previous, merge_results, read_url_list,
                                  summary, summary_dict, url_id)
 from shardforge.schemas import DOCUMENT, IMAGE, REJECT, assert_schema
 from webserver import comparable_results, http_server, nulls_first  # noqa: F401  (fixture)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from shardforge import funnel
+from shardforge.report import funnel
 
 LOG = Path(__file__).parent / "data" / "funnel" / "probe_events.zstd"
 

@@ -18,7 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from shardforge import cluster, funnel, packaging
+from shardforge.deploy import cluster
+
+from shardforge.report import funnel
+
+from shardforge.deploy import packaging
 from submit import ROOT, Background, clean_env, conf_args
 
 pytestmark = pytest.mark.slow
@@ -53,7 +57,7 @@ def _corpus(path: Path) -> dict[str, int]:
 @pytest.fixture(scope="module")
 def run(tmp_path_factory):
     from shardforge.jobs.demo import SAMPLE, serve, write_url_list
-    from shardforge.session import find_jars
+    from shardforge.engine.session import find_jars
 
     jars = find_jars(".jars")
     assert jars, "Delta jars not found: run `make jars`"

@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from shardforge.config import load_config
-from shardforge.manifest import read_manifest
+from shardforge.shards.manifest import read_manifest
 
 OVERRIDES = ['pipeline.stages=["ingest", "clean", "dedup", "curate", "build-shards"]', "dedup.near=false",
              "shards.num_shards=4", "shards.row_group_rows=50", "pipeline.write_raw=false"]
@@ -28,7 +28,7 @@ def _shas(out):
 
 @pytest.mark.slow
 def test_batches_merge_by_id_and_pinned_builds_repeat_bytes(spark, tmp_path):
-    from shardforge.curated import table_version
+    from shardforge.curated.tables import table_version
     from shardforge.jobs.pipeline import run_pipeline
 
     out = tmp_path / "out"

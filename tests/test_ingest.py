@@ -5,7 +5,7 @@ import json
 import pytest
 
 from shardforge.config import IngestSection
-from shardforge.ingest import InputError, read_documents
+from shardforge.ingest.stage import InputError, read_documents
 from shardforge.keys import derived_id
 
 LINES = [
@@ -66,7 +66,7 @@ def test_parquet_and_text_inputs(spark, tmp_path):
 
 
 def test_missing_input_and_unknown_key_are_clear_cli_errors(spark, tmp_path, capsys):
-    from shardforge.cli import main
+    from shardforge.engine.cli import main
 
     code = main(["pipeline", "--input", str(tmp_path / "nope.jsonl"), "--output", str(tmp_path / "o")])
     assert code == 2

@@ -16,7 +16,7 @@ def test_a_spark_submit_jvm_maps_the_class_archive():
     opts = os.environ["SPARK_SUBMIT_OPTS"]
     if "-XX:SharedArchiveFile=" not in opts:
         pytest.skip("SHARDFORGE_TEST_JVM_ARCHIVE=0, or no archive could be built (said at the run's start)")
-    from shardforge.cluster import spark_home
+    from shardforge.deploy.cluster import spark_home
 
     strict = opts.replace("-Xlog:cds*=off", "-Xshare:on")
     proc = subprocess.run([str(spark_home() / "bin" / "spark-submit"), "--version"],

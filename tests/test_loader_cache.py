@@ -320,7 +320,7 @@ def test_remote_bytes_that_differ_from_the_manifest_are_not_cached(served, tmp_p
     """A remote file of another size is refused before it is fetched; one of the right size
     with other bytes is fetched, fails its sha256 and is dropped; a missing one is named.
     Nothing is left in the cache."""
-    from shardforge.manifest import ManifestError
+    from shardforge.shards.manifest import ManifestError
     from shardforge.loaders.cache import ShardCache
 
     folder, name = served

@@ -15,7 +15,7 @@ import pytest
 from loader_helpers import build_fixture, log_reads, make_build, settle_read_ahead
 from shardforge.loaders import ShardedDataset, ShardReader
 from shardforge.loaders.source import Source, decoded_sizes
-from shardforge.shardio import WriterSettings, write_build
+from shardforge.shards.writer import WriterSettings, write_build
 
 GROUP = 8                     # rows per row group
 SIZES = [GROUP * 10] * 6      # 60 row groups of 8 rows, all the same size

@@ -14,7 +14,7 @@ from torch.utils.data import DataLoader
 
 from loader_helpers import damage, make_build
 from shardforge.loaders import LoaderError, ShardedDataset, ShardReader, StateError, collate
-from shardforge.manifest import ManifestError
+from shardforge.shards.manifest import ManifestError
 
 SIZES = [37, 0, 21, 5, 60, 1]
 TOTAL = sum(SIZES)
@@ -84,7 +84,7 @@ def test_batch_mode_tensors_projection_and_transform(build):
 
 def test_equal_length_lists_become_a_2d_tensor(tmp_path):
     import pyarrow as pa
-    from shardforge.shardio import write_build
+    from shardforge.shards.writer import write_build
 
     t = pa.table({"id": pa.array(range(10), pa.int64()),
                   "tokens": pa.array([[i, i + 1, i + 2] for i in range(10)], pa.list_(pa.int64()))})

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from shardforge.loaders import LoaderError, MixtureReader
-from shardforge.shardio import WriterSettings, write_build
+from shardforge.shards.writer import WriterSettings, write_build
 
 WEIGHTS = (0.5, 0.3, 0.2)
 SIZES = (300, 200, 120)

@@ -17,7 +17,7 @@ import torch
 from loader_helpers import damage, build_ids, make_build
 from shardforge.loaders import LoaderError, MixedDataset, ShardedDataset, StateError, TokenDataset
 from shardforge.loaders.procread import RemoteTraceback
-from shardforge.manifest import ManifestError
+from shardforge.shards.manifest import ManifestError
 
 SIZES = [37, 0, 64, 9, 51, 23]
 
@@ -35,7 +35,7 @@ def big(tmp_path_factory):
     running, blocked on their pipes, while the test looks at them."""
     import pyarrow as pa
 
-    from shardforge.shardio import WriterSettings, write_build
+    from shardforge.shards.writer import WriterSettings, write_build
 
     root = tmp_path_factory.mktemp("procread-big")
     tables = [pa.table({"id": pa.array(range(s * 100_000, s * 100_000 + 2000), pa.int64()),

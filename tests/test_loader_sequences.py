@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings, strategies as hs
 from loader_helpers import log_reads, settle_read_ahead
 from shardforge.loaders import ShardReader, LoaderError
 from shardforge.loaders.tokens import SequenceReader
-from shardforge.shardio import WriterSettings, write_build
+from shardforge.shards.writer import WriterSettings, write_build
 
 L = 16
 B = 3

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from shardforge import packaging
+from shardforge.deploy import packaging
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -67,7 +67,7 @@ def test_requirements_are_pinned_to_the_installed_versions(dist):
 
 
 def test_delta_python_lives_in_the_delta_spark_jar():
-    from shardforge.session import find_jars
+    from shardforge.engine.session import find_jars
 
     jars = find_jars(".jars")
     if not jars:

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shardforge.pii import KINDS, Redactor, detect, redact
-from shardforge.pii.iban import mod97_ok
-from shardforge.pii.spans import entropy, luhn_ok, resolve, Span
+from shardforge.redact.pii import KINDS, Redactor, detect, redact
+from shardforge.redact.pii.iban import mod97_ok
+from shardforge.redact.pii.spans import entropy, luhn_ok, resolve, Span
 
 
 def kinds_of(text, **kw):

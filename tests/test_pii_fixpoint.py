@@ -12,8 +12,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from shardforge.pii import Redactor
-from shardforge.pii.redaction import MAX_PASSES, REDETECT_REACH, REDETECT_SLACK
+from shardforge.redact.pii import Redactor
+from shardforge.redact.pii.redaction import MAX_PASSES, REDETECT_REACH, REDETECT_SLACK
 
 DATA = Path(__file__).resolve().parent / "data"
 ROOT = Path(__file__).resolve().parent.parent

@@ -11,7 +11,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from shardforge.config import load_config
-from shardforge.manifest import read_manifest, verify
+from shardforge.shards.manifest import read_manifest, verify
 
 ROOT = Path(__file__).resolve().parent.parent
 EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}")

@@ -87,7 +87,7 @@ def _run(tmp: Path, out: Path, docs: Path, urls: Path) -> tuple[int, str]:
     env = {**os.environ, KEY_ENV: KEY, "SPARK_LOCAL_IP": "127.0.0.1", "PYSPARK_PYTHON": sys.executable}
     env.setdefault("SHARDFORGE_JARS", str(ROOT / ".jars"))
     with open(log, "w") as fh:
-        proc = subprocess.run([sys.executable, "-m", "shardforge.cli", "pipeline", *_args(docs, urls, out)],
+        proc = subprocess.run([sys.executable, "-m", "shardforge.engine.cli", "pipeline", *_args(docs, urls, out)],
                               cwd=tmp, env=env, stdout=fh, stderr=subprocess.STDOUT, timeout=900)
     return proc.returncode, log.read_text()
 
@@ -160,7 +160,7 @@ def test_original_rejects_hold_the_canaries_and_warn(web, spark, tmp_path, monke
     """The same command in this process (its session is the tests' one), rejects kept as they came."""
     import logging
 
-    from shardforge.cli import main
+    from shardforge.engine.cli import main
 
     docs, urls = _inputs(tmp_path, web)
     out = tmp_path / "out"
@@ -183,9 +183,9 @@ def test_pseudonyms_follow_the_key_and_manifests_repeat(spark, tmp_path, monkeyp
     from dataclasses import replace
 
     from shardforge.config import load_config
-    from shardforge.layout import Layout
-    from shardforge.redact import redact
-    from shardforge.runner import RunOptions, run_job
+    from shardforge.engine.layout import Layout
+    from shardforge.redact.stage import redact
+    from shardforge.engine.runner import RunOptions, run_job
 
     df = spark.createDataFrame([("a", "mail ann.lee@fabrikam-mail.net today", "document")], "id string, text string, kind string")
     cfg = load_config(None, ['redact.mode="pseudonym"', f'redact.pseudonym_key_env="{KEY_ENV}"',

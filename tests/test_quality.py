@@ -1,4 +1,4 @@
-"""The web-text quality rules (shardforge.quality), without Spark: each rule fires on a document
+"""The web-text quality rules (shardforge.clean.quality), without Spark: each rule fires on a document
 built to fail it and only on that; a 0 turns a rule off; the vectorised n-gram kernels equal a
 plain per-document reference (datatrove's loops, written out here); batch composition does
 not change a document's result; and the clean stage's language filter."""
@@ -13,8 +13,8 @@ import pyarrow as pa
 import pytest
 
 from shardforge.config import CleanSection, QualitySection
-from shardforge.quality import apply
-from shardforge.quality.ngrams import dup_ngram_chars, top_ngram_chars
+from shardforge.clean.quality import apply
+from shardforge.clean.quality.ngrams import dup_ngram_chars, top_ngram_chars
 
 PROSE = ("The old mill stands by the river, and the people of the town walk along it in the evening. "
          "They talk about the harvest and the weather, and they have done that for many years. ")
@@ -154,7 +154,7 @@ def test_ngram_kernels_equal_the_reference_loops():
 # --- the clean stage's language filter (Arrow batch kernel, no Spark) ----------------------
 
 def test_language_columns_and_filter():
-    from shardforge.clean import REASON_COL as REASON, clean_batch, rules_from_config
+    from shardforge.clean.stage import REASON_COL as REASON, clean_batch, rules_from_config
 
     de = ("Der Fluss fliesst an der alten Muehle vorbei, und die Leute der Stadt gehen am Abend an ihm "
           "entlang und sprechen ueber das Wetter.")

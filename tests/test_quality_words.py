@@ -12,7 +12,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-W = importlib.import_module("shardforge.quality.words")   # the package re-exports the function `words`
+W = importlib.import_module("shardforge.clean.quality.words")   # the package re-exports the function `words`
 
 CASES = json.loads((Path(__file__).parent / "data" / "quality" / "spacy_words.json").read_text(encoding="utf-8"))["cases"]
 

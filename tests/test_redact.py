@@ -11,7 +11,7 @@ pytest.importorskip("pyspark")
 from pyspark.sql import functions as F  # noqa: E402
 
 from shardforge.config import RedactSection  # noqa: E402
-from shardforge.redact import counts_by_kind, documents_with_pii, redact  # noqa: E402
+from shardforge.redact.stage import counts_by_kind, documents_with_pii, redact  # noqa: E402
 from shardforge.schemas import CURATED, DOCUMENT, REJECT, assert_schema  # noqa: E402
 
 

@@ -11,9 +11,9 @@ pytest.importorskip("pyspark")
 from pyspark.sql import functions as F  # noqa: E402
 from pyspark.sql.types import BinaryType, StringType, StructField, StructType  # noqa: E402
 
-from shardforge.clean import clean, drops_by_rule  # noqa: E402
+from shardforge.clean.stage import clean, drops_by_rule  # noqa: E402
 from shardforge.config import CleanSection, RedactSection  # noqa: E402
-from shardforge.redact import counts_by_kind, redact  # noqa: E402
+from shardforge.redact.stage import counts_by_kind, redact  # noqa: E402
 
 BLOCK = ("The survey team measured the river at dawn and again after the flood; the results "
          "were logged by the station on the hill. ") * 80          # ~10 KB of prose

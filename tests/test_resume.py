@@ -53,14 +53,14 @@ def setup(tmp_path_factory):
 
 
 def _cli(args: list[str]) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "shardforge.cli", *args], cwd=ROOT, env=_env(),
+    return subprocess.run([sys.executable, "-m", "shardforge.engine.cli", *args], cwd=ROOT, env=_env(),
                           capture_output=True, text=True, timeout=900)
 
 
 def _same_command(args: list[str], capsys) -> tuple[int, str]:
     """The command again, in this process (its session is the tests' one: a warm JVM), so a
     rerun costs what its stages cost. Returns (exit code, stderr)."""
-    from shardforge.cli import main
+    from shardforge.engine.cli import main
 
     capsys.readouterr()
     code = main(args)
@@ -198,7 +198,7 @@ def test_changed_dedup_key_reruns_dedup_and_what_follows_only(setup, reference, 
 
 def test_killed_before_manifest_keeps_the_previous_build_readable(setup, reference, spark, capsys):
     from shardforge.loaders import ShardedDataset
-    from shardforge.manifest import read_manifest
+    from shardforge.shards.manifest import read_manifest
     from loader_helpers import make_build
 
     d, args = setup
@@ -219,7 +219,7 @@ def test_killed_before_manifest_keeps_the_previous_build_readable(setup, referen
 def test_builds_into_two_outputs_at_once_both_succeed(tmp_path):
     from shardforge.jobs.demo import SAMPLE
 
-    procs = [subprocess.Popen([sys.executable, "-m", "shardforge.cli", "build-shards", "--input",
+    procs = [subprocess.Popen([sys.executable, "-m", "shardforge.engine.cli", "build-shards", "--input",
                                str(SAMPLE / "docs.jsonl"), "--output", str(tmp_path / name), "--conf",
                                str(ROOT / "conf" / "demo.toml")], cwd=ROOT, env=_env(), stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True) for name in ("a", "b")]

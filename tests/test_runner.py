@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from shardforge.config import ConfigError, load_config
-from shardforge.layout import Layout
-from shardforge.lock import LockHeld, RunLock
-from shardforge.fsops import LocalFiles
+from shardforge.engine.layout import Layout
+from shardforge.engine.lock import LockHeld, RunLock
+from shardforge.fs import LocalFiles
 from shardforge.stages import ORDER, REGISTRY
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,7 +35,7 @@ def _cfg(inp: str, out: Path, stages, *overrides):
 
 
 def _run(spark, cfg, **options):
-    from shardforge.runner import RunOptions, run_job
+    from shardforge.engine.runner import RunOptions, run_job
 
     return run_job(cfg, cfg.pipeline.stages, layout=Layout.for_output(cfg.pipeline.output),
                    options=RunOptions(**options), spark=spark)
@@ -44,7 +44,7 @@ def _run(spark, cfg, **options):
 def test_registry_is_the_one_order_and_names_real_outputs():
     import dataclasses
 
-    import shardforge.steps as steps
+    import shardforge.engine.steps as steps
 
     assert ORDER == ("ingest", "clean", "redact", "dedup", "tokenize", "curate", "build-shards")
     fields = {f.name for f in dataclasses.fields(Layout)}
@@ -122,8 +122,8 @@ def test_rerun_reuses_by_fingerprint_and_a_crash_after_the_curated_commit_adds_n
     and everything after it (nothing before). A run killed after the curated MERGE but before
     curate's marker reruns curate against the version pinned at its start: the same rows are
     kept and reported, none is merged twice."""
-    from shardforge.curated import table_version
-    from shardforge.runner import Runner, RunOptions
+    from shardforge.curated.tables import table_version
+    from shardforge.engine.runner import Runner, RunOptions
 
     inp = _jsonl(tmp_path / "docs.jsonl", DOCS)
     out = tmp_path / "out"
@@ -160,9 +160,9 @@ def test_rerun_reuses_by_fingerprint_and_a_crash_after_the_curated_commit_adds_n
 
 @pytest.mark.slow
 def test_a_stage_that_loses_rows_or_breaks_the_schema_stops_the_run(spark, tmp_path, monkeypatch):
-    import shardforge.steps as steps
-    from shardforge.run import AccountingError
-    from shardforge.runner import StageOutput
+    import shardforge.engine.steps as steps
+    from shardforge.engine.run import AccountingError
+    from shardforge.engine.runner import StageOutput
     from shardforge.schemas import SchemaMismatch
 
     inp = _jsonl(tmp_path / "docs.jsonl", DOCS)
@@ -187,9 +187,9 @@ def test_a_stage_that_loses_rows_or_breaks_the_schema_stops_the_run(spark, tmp_p
 
 
 def test_exit_codes_follow_the_contract(capsys):
-    from shardforge.ingest import InputError
-    from shardforge.jobargs import guarded
-    from shardforge.run import AccountingError
+    from shardforge.ingest.stage import InputError
+    from shardforge.engine.jobargs import guarded
+    from shardforge.engine.run import AccountingError
     from shardforge.schemas import SchemaMismatch
 
     def raising(exc):
@@ -216,7 +216,7 @@ def test_bad_stage_settings_exit_2_naming_the_key_before_spark_starts(tmp_path):
     env = {**os.environ, "SHARDFORGE_JARS": str(tmp_path / "no-jars")}   # Spark could not even start
     for key, value in (("download.threads_per_task", "0"), ("download.image_quality", "101"),
                        ("download.allowed_networks", '["not-a-net"]')):
-        proc = subprocess.run([sys.executable, "-m", "shardforge.cli", "pipeline", "--input", inp, "--urls",
+        proc = subprocess.run([sys.executable, "-m", "shardforge.engine.cli", "pipeline", "--input", inp, "--urls",
                                str(urls), "--output", str(tmp_path / "o"), "--set", f"{key}={value}",
                                "--set", 'spark.jars_dir="/nonexistent"'],
                               capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)

@@ -31,8 +31,8 @@ HERE = Path(__file__).resolve().parent
 
 
 def _jars() -> list[str]:
-    from shardforge.minihadoop import hadoop_jars
-    from shardforge.session import find_jars
+    from minihadoop import hadoop_jars
+    from shardforge.engine.session import find_jars
 
     aws = sorted(str(p) for p in (hadoop_jars() / "aws").glob("*.jar"))
     assert aws, "hadoop-aws not found: run `make jars`"
@@ -74,8 +74,8 @@ def _conf_file() -> dict[str, str]:
 def pipeline_run(s3, tmp_path_factory):
     """spark-submit --master local[2] of the packaged pipeline with conf/spark-s3.conf, writing
     everything to s3a://BUCKET/run; the server records every request meanwhile."""
-    from shardforge import packaging
-    from shardforge.cluster import spark_submit
+    from shardforge.deploy import packaging
+    from shardforge.deploy.cluster import spark_submit
 
     work = tmp_path_factory.mktemp("s3run")
     dist = packaging.build(work / "dist", jars=True, root=ROOT)
@@ -144,7 +144,7 @@ def _delta_rows(read, log_files) -> int:
 
 
 def _cli(args: list[str], env: dict[str, str], timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "shardforge.cli", *args], cwd=ROOT, env=env,
+    return subprocess.run([sys.executable, "-m", "shardforge.engine.cli", *args], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=timeout)
 
 
@@ -175,7 +175,7 @@ def test_killed_before_the_manifest_put_readers_keep_the_previous_build(s3, tmp_
     from loader_helpers import make_build
 
     from shardforge.loaders import ShardedDataset
-    from shardforge.manifest import read_manifest
+    from shardforge.shards.manifest import read_manifest
 
     url = f"s3://{BUCKET}/crash/shards"
     fs = s3fs_client(s3)

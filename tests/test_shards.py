@@ -11,8 +11,8 @@ import pytest
 
 from shardforge.config import ShardsSection, load_config
 from shardforge.keys import shard_of, spark_xxhash64
-from shardforge.manifest import ManifestError, read_manifest, verify
-from shardforge.config import recorded_config
+from shardforge.shards.manifest import ManifestError, read_manifest, verify
+from shardforge.engine.records import recorded_config
 
 ROOT = Path(__file__).resolve().parent.parent
 OVERRIDES = ["shards.num_shards=8", "shards.row_group_rows=100"]
@@ -34,7 +34,7 @@ def table(spark, tmp_path_factory):
 
 
 def _build(spark, df, out, table, **kwargs):
-    from shardforge.shards import build_shards
+    from shardforge.shards.build import build_shards
 
     cfg = load_config(None, OVERRIDES)
     return build_shards(df, str(out), cfg.shards, config=recorded_config(cfg),
@@ -52,7 +52,7 @@ def test_four_ways_give_identical_shards_and_manifests(spark, table, tmp_path):
     seven = _build(spark, df.repartition(7), tmp_path / "seven", table)
     again = _build(spark, df.repartition(7), tmp_path / "seven", table)  # rerun into the same place
     env = {**os.environ, "SHARDFORGE_SPARK_LOG_LEVEL": "ERROR"}
-    proc = subprocess.run([sys.executable, "-m", "shardforge.cli", "build-shards", "--master", "local[1]",
+    proc = subprocess.run([sys.executable, "-m", "shardforge.engine.cli", "build-shards", "--master", "local[1]",
                            "--input", table, "--output", str(tmp_path / "local1"),
                            "--set", "spark.shuffle_partitions=3", "--set", "spark.properties={'spark.ui.enabled'='false'}",
                            *sum((["--set", o] for o in OVERRIDES), [])],
@@ -89,7 +89,7 @@ def test_arrow_batch_size_does_not_change_the_bytes(spark, tmp_path):
     """The writer streams: a shard's rows reach it in many Arrow batches or in one, and
     several shards share a batch. Same rows, same bytes either way; rows (including
     non-ASCII keys) in contract order."""
-    from shardforge.shards import build_shards
+    from shardforge.shards.build import build_shards
 
     df = _docs(spark, 2000).unionByName(spark.createDataFrame(
         [(k, "t", None, {}) for k in ("ü-1", "日本-2", "z", "Z", "a\u0000b", "")],
@@ -121,7 +121,7 @@ def test_shard_writer_streams_to_the_same_bytes_as_one_table(tmp_path):
     removes its temporary file."""
     import pyarrow as pa
 
-    from shardforge.shardio import ShardWriter, WriterSettings, write_shard
+    from shardforge.shards.writer import ShardWriter, WriterSettings, write_shard
 
     n = 2500
     table = pa.table({"id": [f"k{i:05d}" for i in range(n)], "x": list(range(n)),
@@ -143,7 +143,7 @@ def test_shard_writer_streams_to_the_same_bytes_as_one_table(tmp_path):
 
 
 def test_empty_shards_are_written(spark, tmp_path):
-    from shardforge.shards import build_shards
+    from shardforge.shards.build import build_shards
 
     df = _docs(spark, 3)
     m = build_shards(df, str(tmp_path / "e"), ShardsSection(num_shards=16), config={}, source={})
@@ -154,7 +154,7 @@ def test_empty_shards_are_written(spark, tmp_path):
 
 
 def test_failed_build_leaves_previous_build_readable_and_rerun_succeeds(spark, table, tmp_path, monkeypatch):
-    import shardforge.shards as shards
+    import shardforge.shards.build as shards
     from shardforge.loaders import ShardedDataset
 
     out = tmp_path / "pub"
@@ -184,7 +184,7 @@ def test_failed_build_leaves_previous_build_readable_and_rerun_succeeds(spark, t
 
 
 def test_balance_of_100000_rows_in_16_shards(spark, tmp_path):
-    from shardforge.shards import build_shards
+    from shardforge.shards.build import build_shards
 
     df = spark.range(100_000).selectExpr("uuid() AS u", "cast(id as string) AS id").drop("u")
     m = build_shards(df, str(tmp_path / "bal"), ShardsSection(num_shards=16, row_group_rows=4096),
@@ -195,7 +195,7 @@ def test_balance_of_100000_rows_in_16_shards(spark, tmp_path):
 
 
 def test_sizing_from_targets(spark, tmp_path):
-    from shardforge.shards import size_input
+    from shardforge.shards.build import size_input
 
     df = _docs(spark, 1000)
     assert size_input(df, ShardsSection(target_rows=300)) == (4, 1000)
@@ -205,7 +205,7 @@ def test_sizing_from_targets(spark, tmp_path):
 
 
 def test_null_keys_and_missing_columns_are_clear_errors(spark, tmp_path):
-    from shardforge.shards import ShardBuildError, build_shards
+    from shardforge.shards.build import ShardBuildError, build_shards
 
     df = _docs(spark, 10).selectExpr("IF(id = 'doc-3', NULL, id) AS id", "text")
     with pytest.raises(ShardBuildError, match=r"'id' has 1 null value"):
@@ -216,7 +216,7 @@ def test_null_keys_and_missing_columns_are_clear_errors(spark, tmp_path):
 
 
 def test_verify_and_inspect_cli(spark, table, tmp_path, capsys):
-    from shardforge.cli import main
+    from shardforge.engine.cli import main
 
     out = tmp_path / "v"
     _build(spark, spark.read.format("delta").load(table), out, table)
@@ -246,7 +246,7 @@ def test_repeated_keys_keep_one_order_across_partitionings(spark, tmp_path):
     a column that repeats) still give the same bytes whatever the input's partitioning and
     row order: ties are broken by the whole row, map columns included (two rows below
     differ only in `pii_counts`)."""
-    from shardforge.shards import build_shards
+    from shardforge.shards.build import build_shards
 
     rows = []
     for k in range(40):

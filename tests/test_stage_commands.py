@@ -9,7 +9,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from shardforge.cli import main
+from shardforge.engine.cli import main
 
 N_GOOD = 24          # distinct documents, one e-mail address in every third
 N_SHORT = 3          # shorter than clean.min_chars=40

@@ -17,8 +17,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from shardforge.config import load_config
-from shardforge.layout import Layout
-from shardforge.manifest import read_manifest
+from shardforge.engine.layout import Layout
+from shardforge.shards.manifest import read_manifest
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parent.parent
@@ -44,7 +44,7 @@ def _parquet(path: Path, n: int, start: int = 0, **extra) -> str:
 
 
 def _run(spark, inp, out, stages, *overrides):
-    from shardforge.runner import RunOptions, run_job
+    from shardforge.engine.runner import RunOptions, run_job
 
     cfg = load_config(None, ["dedup.near=false", "shards.num_shards=3", "pipeline.write_raw=false", *overrides])
     cfg = cfg.replace(pipeline=replace(cfg.pipeline, input=(inp,), output=str(out), stages=tuple(stages)))
@@ -83,7 +83,7 @@ def test_parquet_columns_keep_their_types_into_the_shards_and_the_loader(spark, 
 
 
 def test_a_new_column_evolves_the_table_and_a_type_conflict_names_the_column(spark, tmp_path):
-    from shardforge.curated import SchemaConflict, table_version
+    from shardforge.curated.tables import SchemaConflict, table_version
 
     out = tmp_path / "out"
     stages = ["ingest", "curate", "build-shards"]
@@ -101,14 +101,14 @@ def test_a_new_column_evolves_the_table_and_a_type_conflict_names_the_column(spa
     with pytest.raises(SchemaConflict, match=r"column 'score' is string in this batch but double in "):
         _run(spark, bad, out, stages)
 
-    from shardforge.cli import main
+    from shardforge.engine.cli import main
 
     code = main(["pipeline", "--input", bad, "--output", str(out), "--set", 'pipeline.stages=["ingest","curate"]'])
     assert code == 2
 
 
 def test_declared_jsonl_fields_are_typed_and_bad_values_rejected(spark, tmp_path):
-    from shardforge.ingest import read_documents
+    from shardforge.ingest.stage import read_documents
     from shardforge.config import IngestSection
 
     p = tmp_path / "d.jsonl"
@@ -129,7 +129,7 @@ def test_declared_jsonl_fields_are_typed_and_bad_values_rejected(spark, tmp_path
 
 
 def _tokenizer(tmp_path: Path) -> str:
-    from shardforge.tokenize import train_bpe
+    from shardforge.tokenize.stage import train_bpe
 
     return train_bpe([_text(i) for i in range(200)], str(tmp_path / "tok.json"), vocab_size=300)
 
@@ -161,8 +161,8 @@ def test_tokenize_writes_the_tokenizers_ids_in_the_narrowest_type(spark, tmp_pat
 
 def test_tokenized_shards_are_the_same_bytes_for_any_partitioning(spark, tmp_path):
     from shardforge.config import ShardsSection, TokenizeSection
-    from shardforge.shards import build_shards
-    from shardforge.tokenize import load_tokenizer, tokenize
+    from shardforge.shards.build import build_shards
+    from shardforge.tokenize.stage import load_tokenizer, tokenize
 
     info = load_tokenizer(_tokenizer(tmp_path))
     df = spark.createDataFrame([(f"x{i:03d}", _text(i)) for i in range(300)], "id string, text string")
@@ -181,7 +181,7 @@ def test_a_missing_or_broken_tokenizer_exits_2_before_spark(tmp_path):
     (tmp_path / "broken.json").write_text('{"model": "nope"}')
     env = {**os.environ, "SHARDFORGE_JARS": str(tmp_path / "no-jars")}       # Spark could not start at all
     for path, message in ((tmp_path / "missing.json", "cannot read"), (tmp_path / "broken.json", "is not a tokenizer.json")):
-        proc = subprocess.run([sys.executable, "-m", "shardforge.cli", "pipeline", "--input", str(inp), "--output",
+        proc = subprocess.run([sys.executable, "-m", "shardforge.engine.cli", "pipeline", "--input", str(inp), "--output",
                                str(tmp_path / "o"), "--set", 'pipeline.stages=["ingest","tokenize"]', "--set",
                                f"tokenize.tokenizer={json.dumps(str(path))}", "--set", 'spark.jars_dir="/nonexistent"'],
                               capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)

@@ -69,7 +69,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
 def crawl_file(tmp_path_factory):
     """A gzip WARC of the pages, a 404, and a metadata record, fetched over real HTTP, then
     one more response record cut off in the middle (the file ends inside it)."""
-    from shardforge.readers.warcfile import crawl, http_response_bytes, write_record
+    from shardforge.ingest.readers.warcfile import crawl, http_response_bytes, write_record
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -93,9 +93,9 @@ def crawl_file(tmp_path_factory):
 
 def test_warc_kernel_accounts_for_every_record(crawl_file):
     """No Spark: the per-file reader yields one row per record, and the cut record as a reject."""
-    from shardforge.extract import Sandbox
-    from shardforge.readers.pages import PageLimits
-    from shardforge.readers.streams import warc_rows
+    from shardforge.ingest.extract import Sandbox
+    from shardforge.ingest.readers.pages import PageLimits
+    from shardforge.ingest.readers.streams import warc_rows
 
     path, counts = crawl_file
     assert counts == {"warcinfo": 1, "request": 7, "response": 7}
@@ -182,7 +182,7 @@ def _lines(prefix: str, n: int) -> bytes:
 def test_compressed_and_mixed_folder(spark, tmp_path):
     import zstandard
 
-    from shardforge.ingest import read_documents
+    from shardforge.ingest.stage import read_documents
 
     folder = tmp_path / "mixed"
     (folder / "sub").mkdir(parents=True)
@@ -209,7 +209,7 @@ def test_compressed_and_mixed_folder(spark, tmp_path):
 def test_single_compressed_files_by_extension(spark, tmp_path):
     import zstandard
 
-    from shardforge.ingest import detect_format, read_documents
+    from shardforge.ingest.stage import detect_format, read_documents
 
     zst = tmp_path / "docs.jsonl.zst"
     zst.write_bytes(zstandard.ZstdCompressor().compress(_lines("z", 3)))
@@ -224,10 +224,10 @@ def test_single_compressed_files_by_extension(spark, tmp_path):
 def test_a_warc_cut_anywhere_leaves_one_reject(tmp_path):
     """Cut a gzip WARC at many points (inside headers, payloads, gzip trailers of every
     record type): the reader never drops the damage silently; exactly one row says where."""
-    from shardforge.extract import Sandbox
-    from shardforge.readers.pages import PageLimits
-    from shardforge.readers.streams import warc_rows
-    from shardforge.readers.warcfile import http_response_bytes, write_record
+    from shardforge.ingest.extract import Sandbox
+    from shardforge.ingest.readers.pages import PageLimits
+    from shardforge.ingest.readers.streams import warc_rows
+    from shardforge.ingest.readers.warcfile import http_response_bytes, write_record
 
     whole = tmp_path / "whole.warc.gz"
     with open(whole, "wb") as out:
@@ -255,7 +255,7 @@ def test_a_warc_cut_anywhere_leaves_one_reject(tmp_path):
 def test_written_record_ids_are_plain_uuids(tmp_path):
     from fastwarc.warc import ArchiveIterator
 
-    from shardforge.readers.warcfile import write_record
+    from shardforge.ingest.readers.warcfile import write_record
 
     path = tmp_path / "one.warc.gz"
     with open(path, "wb") as out:
@@ -269,10 +269,10 @@ def test_two_demo_crawls_give_the_same_rows(tmp_path):
     record date included, which rows keep as meta.warc_date) must not depend on when."""
     import time
 
-    from shardforge.extract import Sandbox
+    from shardforge.ingest.extract import Sandbox
     from shardforge.jobs.demo import SAMPLE, serve, write_crawl
-    from shardforge.readers.pages import PageLimits
-    from shardforge.readers.streams import warc_rows
+    from shardforge.ingest.readers.pages import PageLimits
+    from shardforge.ingest.readers.streams import warc_rows
 
     def crawl_rows(out, port):
         server, base = serve(SAMPLE / "web", port)

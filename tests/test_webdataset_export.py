@@ -20,8 +20,8 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import Image
 
-from shardforge.cli import main
-from shardforge.shardio import WriterSettings, write_build
+from shardforge.engine.cli import main
+from shardforge.shards.writer import WriterSettings, write_build
 
 
 def _image(fmt: str, seed: int) -> bytes:
@@ -112,7 +112,7 @@ def test_two_exports_are_byte_identical(build, tmp_path):
     while int(time.time()) == start:          # let the clock's second change
         time.sleep(0.05)
     env = {**os.environ, "TZ": "Asia/Tokyo"}
-    subprocess.run(["sh", "-c", f'umask 077 && exec "{sys.executable}" -m shardforge.cli export-webdataset '
+    subprocess.run(["sh", "-c", f'umask 077 && exec "{sys.executable}" -m shardforge.engine.cli export-webdataset '
                     f'"{build}" "{b}"'], env=env, check=True, capture_output=True)
     names = sorted(os.listdir(a))
     assert names == sorted(os.listdir(b)) and len(names) == 4
@@ -169,7 +169,7 @@ def test_json_values_are_typed():
     """The json member's conversions for the types the test build lacks (checked by value)."""
     import datetime as dt
 
-    from shardforge.wdsexport import to_jsonable
+    from shardforge.shards.webdataset import to_jsonable
 
     assert to_jsonable(b"\x00\xff", pa.binary()) == base64.b64encode(b"\x00\xff").decode()
     assert to_jsonable(dt.date(2024, 2, 29), pa.date32()) == "2024-02-29"

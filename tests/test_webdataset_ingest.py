@@ -156,7 +156,7 @@ def _check_rows(rows: dict[str, dict], expected: dict[str, dict]) -> None:
 def test_round_trip_through_the_pipeline_and_export(spark, corpus, tmp_path):
     import webdataset as wds
 
-    from shardforge.cli import main
+    from shardforge.engine.cli import main
     from shardforge.jobs.pipeline import run_pipeline
 
     folder, expected, rejected, members = corpus
@@ -222,7 +222,7 @@ def _find(report: dict, key: str):
 def test_remote_tars_over_http_give_the_same_rows(spark, corpus):
     from fileserver import FileServer
 
-    from shardforge.ingest import read_documents
+    from shardforge.ingest.stage import read_documents
 
     folder, expected, rejected, _ = corpus
     names = sorted(os.listdir(folder))
@@ -240,7 +240,7 @@ def test_remote_tars_over_http_give_the_same_rows(spark, corpus):
 def test_rows_do_not_depend_on_listing_order_or_tasks(spark, corpus):
     """The folder read in one job (a task per file) and the files given one by one, in reverse
     order (a job each), give the same rows and ids."""
-    from shardforge.ingest import read_documents
+    from shardforge.ingest.stage import read_documents
 
     folder, expected, rejected, _ = corpus
     whole = read_documents(spark, str(folder), IngestSection())
@@ -280,8 +280,8 @@ def _snapshot(root) -> dict[str, bytes]:
 
 
 def test_unsafe_and_special_members_are_rejected_and_never_written(spark, tmp_path, monkeypatch):
-    from shardforge.ingest import read_documents
-    from shardforge.readers.wds import TarLimits, tar_rows
+    from shardforge.ingest.stage import read_documents
+    from shardforge.ingest.readers.wds import TarLimits, tar_rows
 
     outside = str(tmp_path / "outside.txt")
     data, reasons = _bad_tar(outside)
@@ -317,7 +317,7 @@ def test_unsafe_and_special_members_are_rejected_and_never_written(spark, tmp_pa
 def test_damaged_tars_keep_what_came_before_and_say_why():
     """No Spark: a tar cut at a member boundary (no end-of-archive block), inside a header,
     inside a member; garbage after the archive; and a file that is not a tar."""
-    from shardforge.readers.wds import TarLimits, tar_rows
+    from shardforge.ingest.readers.wds import TarLimits, tar_rows
 
     s = _samples(7, 3, "JPEG")
     whole = _write_tar(_members(s))
@@ -344,7 +344,7 @@ def test_declared_json_fields_become_typed_columns(spark, tmp_path):
     """`[ingest] columns` works for the json member as for JSONL: a declared field becomes a
     column of its type (and leaves `meta`); a value that does not fit is invalid:column_type;
     an `id` in the json is the sample's id."""
-    from shardforge.ingest import read_documents
+    from shardforge.ingest.stage import read_documents
 
     img, _, _ = _image("PNG", 3)
     members = [("a.png", img), ("a.json", json.dumps({"score": 0.25, "lang": "en"}).encode()),

@@ -2,7 +2,7 @@
 session's `minihadoop`), submitted with spark-submit as docs/cluster.md says, in client and
 in cluster deploy mode.
 
-The code is shipped as `python -m shardforge.packaging` builds it (`--py-files` zip plus
+The code is shipped as `python -m shardforge.deploy.packaging` builds it (`--py-files` zip plus
 Delta's jars); the containers' Python is the worker venv, which has no shardforge. The
 input is on `hdfs://`, the output a relative path, which must land in HDFS (the user's
 home), not on the local disk. Checked: the shards' sha256 equal a local[2] run's, the
@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from shardforge import cluster, packaging
+from shardforge.deploy import cluster
+
+from shardforge.deploy import packaging
 from submit import ROOT, TEST_JVM_OPTS, Background, clean_env, conf_args, local_shards, shard_sums
 
 pytestmark = [pytest.mark.slow, pytest.mark.cluster]

@@ -324,7 +324,7 @@ class TestServer:
 def comparable_results(df) -> list[tuple]:
     """A download results table as sorted tuples without its timing columns (for
     comparing a resumed run with an uninterrupted one); nulls sort first."""
-    from shardforge.download import RESULT, TIMING_COLS
+    from shardforge.ingest.download import RESULT, TIMING_COLS
 
     cols = [c for c in RESULT.fieldNames() if c not in TIMING_COLS and c in df.columns]
     return sorted((tuple(r) for r in df.select(*cols).collect()), key=nulls_first)

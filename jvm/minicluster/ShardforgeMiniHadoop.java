@@ -22,7 +22,7 @@ import org.apache.hadoop.yarn.server.MiniYARNCluster;
  * Writes the client configuration (core-site.xml, hdfs-site.xml, yarn-site.xml: point
  * HADOOP_CONF_DIR at CONF_DIR), then CONF_DIR/cluster.json (addresses, written last: the
  * sign that the cluster is up). Runs until its standard input closes or it gets SIGTERM,
- * then stops YARN and HDFS. Compiled by `python -m shardforge.jvm_deps --hadoop` against
+ * then stops YARN and HDFS. Compiled by `python -m shardforge.deploy.jvm_deps --hadoop` against
  * hadoop-client-minicluster (Maven Central) at the Hadoop version pyspark ships.
  */
 public final class ShardforgeMiniHadoop {

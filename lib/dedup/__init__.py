@@ -8,10 +8,10 @@
 Rules (normalisation, short documents, images, bands x rows, incremental semantics)
 are in this folder's README.md.
 """
-from .minhash import MinHashParams, derive_bands_rows
-from .report import summary
-from .side_table import SIDE_TABLE, SideTableMismatch, read_side_table, update_side_table
-from .stage import DedupResult, dedup, params_key, resolve_params
+from shardforge.dedup.minhash import MinHashParams, derive_bands_rows
+from shardforge.dedup.report import summary
+from shardforge.dedup.side_table import SIDE_TABLE, SideTableMismatch, read_side_table, update_side_table
+from shardforge.dedup.stage import DedupResult, dedup, params_key, resolve_params
 
 __all__ = ["DedupResult", "MinHashParams", "SIDE_TABLE", "SideTableMismatch", "dedup", "derive_bands_rows",
            "params_key", "read_side_table", "resolve_params", "summary", "update_side_table"]

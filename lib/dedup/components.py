@@ -51,7 +51,7 @@ class Materializer:
 
     def files(self):
         if self._files is None:
-            from shardforge.fsops import HadoopFiles
+            from shardforge.fs import HadoopFiles
 
             self._files = HadoopFiles(self.spark)
         return self._files
@@ -71,7 +71,7 @@ class Materializer:
     def delete(self, name: str) -> None:
         if not self.root:
             return
-        from shardforge.session import delete_path
+        from shardforge.fs import delete_path
 
         delete_path(self.spark, self.path(name))
 

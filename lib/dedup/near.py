@@ -15,7 +15,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import (ArrayType, BinaryType, DoubleType, IntegerType, LongType,
                                StringType, StructField, StructType)
 
-from . import minhash as mh
+from shardforge.dedup import minhash as mh
 
 SUB_BATCH_ROWS = 512    # rows per numpy pass inside an Arrow batch (bounds memory)
 

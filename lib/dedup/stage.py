@@ -12,11 +12,11 @@ from pyspark.sql import functions as F
 
 from shardforge.config import DedupSection
 
-from . import minhash as mh
-from .components import Materializer, connected_components
-from .near import KernelTimes, candidate_edges, passes, signatures_df, verify_pairs
-from .normalize import exact_key_expr, normalize_expr
-from .side_table import SIDE_TABLE, SideTableMismatch
+from shardforge.dedup import minhash as mh
+from shardforge.dedup.components import Materializer, connected_components
+from shardforge.dedup.near import KernelTimes, candidate_edges, passes, signatures_df, verify_pairs
+from shardforge.dedup.normalize import exact_key_expr, normalize_expr
+from shardforge.dedup.side_table import SIDE_TABLE, SideTableMismatch
 
 
 class DedupResult(NamedTuple):

@@ -8,14 +8,14 @@ renderer draws what is there and says "not recorded" for the rest:
      "redactions": {kind: n}, "downloads": {status: n},
      "duplicates": {"removed_exact": n, "removed_near": n, "cluster_sizes": {"2": n, ...}},
      "shards": {"num_shards": n, "rows": [per shard], "bytes": [per shard], "build_id": str},
-     "timings": {step: seconds}, "funnel": shardforge.funnel.FunnelResult.to_dict()}
+     "timings": {step: seconds}, "funnel": shardforge.report.funnel.FunnelResult.to_dict()}
 
 The HTML holds its CSS and inline SVG plots: no script, no external resource, no server.
 `render_text(report)` gives the same summary for a terminal.
 """
 from __future__ import annotations
 
-from .render import render_html, render_text, write_report
-from .progress import StageClock
+from shardforge.report.render import render_html, render_text, write_report
+from shardforge.report.progress import StageClock
 
 __all__ = ["write_report", "render_html", "render_text", "StageClock"]

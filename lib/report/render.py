@@ -14,7 +14,7 @@ from html import escape
 from pathlib import Path
 from typing import Any, Mapping
 
-from . import svg
+from shardforge.report import svg
 
 
 def _num(v: Any) -> float:

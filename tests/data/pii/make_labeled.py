@@ -7,7 +7,7 @@ Each line: {"id", "group", "text", "spans": [[start, end, kind], ...]}. Groups:
 varied formats), `mix` (several kinds in one snippet) and `neg:<what>` (hard
 negatives: version strings, UUIDs, git SHAs, hex colours, dates, Luhn-invalid
 numbers, base64 blobs, example placeholders, private addresses, ...). The gold
-spans follow the policies in lib/pii/README.md.
+spans follow the policies in lib/redact/pii/README.md.
 """
 from __future__ import annotations
 

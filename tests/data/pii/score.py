@@ -1,4 +1,4 @@
-"""Scores `shardforge.pii.detect` on the labeled set: per-kind precision, recall, F1.
+"""Scores `shardforge.redact.pii.detect` on the labeled set: per-kind precision, recall, F1.
 
     python tests/data/pii/score.py [--errors]    # prints the table (and each miss)
 
@@ -21,7 +21,7 @@ def load(path: Path = HERE / "labeled.jsonl") -> list[dict]:
 def score(rows: list[dict], detect=None) -> tuple[dict[str, dict], list[tuple]]:
     """({kind: {tp, fp, fn, precision, recall, f1, support}}, errors)."""
     if detect is None:
-        from shardforge.pii import detect
+        from shardforge.redact.pii import detect
     stats = {k: {"tp": 0, "fp": 0, "fn": 0} for k in KINDS}
     errors = []
     for row in rows:

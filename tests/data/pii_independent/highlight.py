@@ -1,5 +1,5 @@
 """A broad highlighter for labelling natural text by hand: everything that could be
-PII under lib/pii/README.md, far more than is (no shardforge code is used). Each
+PII under lib/redact/pii/README.md, far more than is (no shardforge code is used). Each
 candidate is decided by a person and written to natural.tsv.
 
     python tests/data/pii_independent/highlight.py [windows.jsonl]   # prints candidates

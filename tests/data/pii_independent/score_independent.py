@@ -1,4 +1,4 @@
-"""Scores `shardforge.pii.detect` on the independent set: per kind precision, recall
+"""Scores `shardforge.redact.pii.detect` on the independent set: per kind precision, recall
 and F1 (a detection counts only when (start, end, kind) equals a gold span), and how
 many hard negatives are flagged (any detection overlapping one).
 
@@ -29,7 +29,7 @@ def load(path: Path = HERE / "independent.jsonl") -> list[dict]:
 def negatives(rows: list[dict], detect=None) -> tuple[dict[str, dict], list[tuple]]:
     """({neg type: {n, flagged}}, flagged items as (row id, type, value, detections))."""
     if detect is None:
-        from shardforge.pii import detect
+        from shardforge.redact.pii import detect
     stats: dict[str, dict] = {}
     flagged = []
     for row in rows:

@@ -1,0 +1,131 @@
+"""The clean stage: Unicode/whitespace normalisation, language identification and quality
+filters over a DataFrame, run per Arrow batch with `mapInArrow` (kernels in
+`shardforge.clean.text`, `shardforge.clean.langid` and `shardforge.clean.quality`).
+
+`clean(df, cfg, quality)` keeps every input column (extra ones pass through) with `text`
+normalised (optionally ftfy-fixed first; C4's line rules remove lines), and adds `language`
+and `language_score` (`[clean] detect_language`; null for images and for rows an earlier rule
+rejected). Rules run in this order, and a row gets the first one it fails: textclean's rules,
+`filter:language` (`[clean] languages`, `min_language_score`), then the `[quality] filters`
+groups (`filter:gopher_*`, `filter:c4_*`, `filter:fineweb_*`). Rejected rows carry the reason
+and their original text; rows of kind "image" are normalised but never filtered (captions).
+rows in = kept + rejected; the result does not depend on partitioning.
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+import pyarrow as pa
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.types import DoubleType, StringType, StructField, StructType
+
+from shardforge.config import CleanSection, QualitySection
+from shardforge.stage import StageResult, rejects
+from shardforge.clean.text import Rules, clean_one, from_pylist, to_pylist_safe
+
+REASON_COL = "_clean_reason"
+
+
+def rules_from_config(cfg: CleanSection) -> Rules:
+    """The kernel's `Rules` from the [clean] section."""
+    return Rules(
+        min_chars=cfg.min_chars, max_chars=cfg.max_chars, min_words=cfg.min_words, max_words=cfg.max_words,
+        min_mean_word_length=cfg.min_mean_word_length, max_mean_word_length=cfg.max_mean_word_length,
+        max_symbol_ratio=cfg.max_symbol_ratio, max_non_alnum_ratio=cfg.max_non_alnum_ratio,
+        min_alpha_word_fraction=cfg.min_alpha_word_fraction,
+        max_duplicate_line_fraction=cfg.max_duplicate_line_fraction,
+        max_duplicate_paragraph_fraction=cfg.max_duplicate_paragraph_fraction,
+        max_ellipsis_line_fraction=cfg.max_ellipsis_line_fraction,
+        max_bullet_line_fraction=cfg.max_bullet_line_fraction,
+        max_boilerplate_line_fraction=cfg.max_boilerplate_line_fraction,
+        boilerplate_phrases=tuple(cfg.boilerplate_phrases))
+
+
+LANGUAGE_FIELDS = [StructField("language", StringType(), True), StructField("language_score", DoubleType(), True)]
+
+
+def clean_batch(batch: pa.RecordBatch, rules: Rules, form: str, cfg: CleanSection,
+                q: QualitySection) -> pa.RecordBatch:
+    """One Arrow batch in, the same columns out (text normalised for kept rows, original for
+    rejected ones), then language and language_score (when detected), then the reject reason
+    (null = kept)."""
+    from shardforge.clean.langid import identify
+
+    texts = to_pylist_safe(batch.column("text"))
+    kinds = batch.column("kind").to_pylist() if "kind" in batch.schema.names else [None] * len(texts)
+    fix = _fixer() if cfg.fix_mojibake else None
+    out_text, reasons, langs, scores = [], [], [], []
+    for text, kind in zip(texts, kinds):
+        new, reason = clean_one(fix(text) if fix and text else text, kind, rules, form)
+        lang = score = None
+        if reason is None and kind != "image" and cfg.detect_language:
+            lang, score = identify(new)
+            if (cfg.languages and lang not in cfg.languages) or (
+                    cfg.min_language_score and (score or 0.0) < cfg.min_language_score):
+                reason = "filter:language"
+        out_text.append(new)
+        reasons.append(reason)
+        langs.append(lang)
+        scores.append(score)
+    if q.filters:
+        _quality(out_text, kinds, reasons, q)
+    out_text = [new if reason is None else old for new, old, reason in zip(out_text, texts, reasons)]
+    cols = [from_pylist(out_text, batch.schema.field("text").type) if name == "text" else batch.column(i)
+            for i, name in enumerate(batch.schema.names)]
+    names = list(batch.schema.names)
+    if cfg.detect_language:
+        cols += [pa.array(langs, pa.string()), pa.array(scores, pa.float64())]
+        names += ["language", "language_score"]
+    return pa.RecordBatch.from_arrays(cols + [pa.array(reasons, pa.string())], names=names + [REASON_COL])
+
+
+def _quality(texts: list, kinds: list, reasons: list, q: QualitySection) -> None:
+    """The [quality] groups on the rows still kept (not images), vectorised over them; their
+    reasons and (C4) texts are written back in place."""
+    from shardforge.clean.quality import apply
+
+    idx = [i for i, (r, k) in enumerate(zip(reasons, kinds)) if r is None and k != "image"]
+    if not idx:
+        return
+    got, new = apply(from_pylist([texts[i] for i in idx]), q)
+    for i, r, t in zip(idx, got, new.to_pylist()):
+        if r is None:
+            texts[i] = t
+        else:
+            reasons[i] = f"filter:{r}"
+
+
+def _fixer():
+    import ftfy
+
+    return ftfy.fix_text
+
+
+def clean(df: DataFrame, cfg: CleanSection, quality: QualitySection = QualitySection()) -> StageResult:
+    """Normalise, identify the language and filter documents. Kept: the columns of `df`, then
+    language and language_score; rejected: REJECT rows."""
+    if "text" not in df.columns:
+        raise ValueError("clean: input has no `text` column")
+    rules = rules_from_config(cfg)
+    form = cfg.unicode_form if cfg.normalize_unicode else ""
+    owned = [f for f in df.schema.fields if not (cfg.detect_language and f.name in ("language", "language_score"))]
+    src = df.select(*[F.col(f"`{f.name}`") for f in owned]) if len(owned) < len(df.schema.fields) else df
+    out_schema = StructType(owned + (LANGUAGE_FIELDS if cfg.detect_language else [])
+                            + [StructField(REASON_COL, StringType(), True)])
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            yield clean_batch(batch, rules, form, cfg, quality)
+
+    marked = src.mapInArrow(run, out_schema)
+    kept = marked.filter(F.col(REASON_COL).isNull()).drop(REASON_COL)
+    rejected = rejects(marked.filter(F.col(REASON_COL).isNotNull()), "clean", F.col(REASON_COL))
+    return StageResult(kept, rejected, shared=marked)
+
+
+def drops_by_rule(rejected: DataFrame) -> dict[str, int]:
+    """Rejected rows counted by reason (`filter:<rule>` / `invalid:<why>`), computed
+    by a Spark aggregation; only the small per-reason table reaches the driver."""
+    rows = rejected.groupBy("reason").count().collect()
+    return {r["reason"]: int(r["count"]) for r in sorted(rows, key=lambda r: r["reason"])}

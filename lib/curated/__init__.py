@@ -1,0 +1,1 @@
+"""The curated corpus: the Delta tables a pipeline keeps (curated documents, rejects)."""

@@ -1,0 +1,97 @@
+"""The Delta tables a pipeline keeps: curated documents, rejects, and their history.
+
+`merge_new(spark, df, path, key)` adds only rows whose key is not in the table yet
+(Delta MERGE, insert-when-not-matched). When nothing is new it does not commit at
+all, so rerunning a batch leaves the table version unchanged. Reads can be pinned
+to a version (`read_table(..., version=N)`) so a shard build can be repeated
+byte for byte later.
+"""
+from __future__ import annotations
+
+import logging
+import os
+from typing import NamedTuple
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+log = logging.getLogger("shardforge.curated.tables")
+
+
+class MergeOutcome(NamedTuple):
+    inserted: int
+    version: int          # the table version after the merge (unchanged when inserted == 0)
+
+
+def is_delta(path: str) -> bool:
+    local = path[len("file://"):] if path.startswith("file://") else path
+    if "://" in local:
+        from delta.tables import DeltaTable
+        from pyspark.sql import SparkSession
+
+        return DeltaTable.isDeltaTable(SparkSession.getActiveSession(), path)
+    return os.path.isdir(os.path.join(local, "_delta_log"))
+
+
+def table_version(spark: SparkSession, path: str) -> int:
+    from delta.tables import DeltaTable
+
+    return int(DeltaTable.forPath(spark, path).history(1).select("version").first()[0])
+
+
+def read_table(spark: SparkSession, path: str, version: int | None = None) -> DataFrame:
+    reader = spark.read.format("delta")
+    if version is not None:
+        reader = reader.option("versionAsOf", int(version))
+    return reader.load(path)
+
+
+class SchemaConflict(ValueError):
+    """A batch gives a column another type than the table has."""
+
+
+def check_types(df: DataFrame, table: DataFrame, path: str) -> None:
+    """A SchemaConflict naming every column whose type differs between `df` and `table`."""
+    have = {f.name: f.dataType for f in table.schema.fields}
+    bad = [f"{f.name!r} is {f.dataType.simpleString()} in this batch but {have[f.name].simpleString()} in {path}"
+           for f in df.schema.fields if f.name in have and have[f.name] != f.dataType]
+    if bad:
+        raise SchemaConflict("column " + "; column ".join(bad) + " (a column keeps one type in a table)")
+
+
+def merge_new(spark: SparkSession, df: DataFrame, path: str, key: str | list[str] = "id") -> MergeOutcome:
+    """Insert the rows of `df` whose key is not in the Delta table at `path` (created if absent).
+
+    Keys are compared null-safely. `df` must not contain the same key twice (the
+    stages before guarantee it for ids); rows already present are left untouched, so
+    merging the same rows again commits nothing. A column the table lacks is added to
+    it (older rows read null there); a column `df` lacks is null in its rows; a column
+    with another type is a SchemaConflict, before anything is written.
+    """
+    from delta.tables import DeltaTable
+
+    keys = [key] if isinstance(key, str) else list(key)
+    if not is_delta(path):
+        df.write.format("delta").mode("errorifexists").save(path)
+        return MergeOutcome(inserted=read_table(spark, path).count(), version=table_version(spark, path))
+    check_types(df, read_table(spark, path), path)
+    existing = read_table(spark, path).select(*keys)
+    fresh = df.join(existing, on=[df[k].eqNullSafe(existing[k]) for k in keys], how="left_anti")
+    fresh = fresh.persist()
+    try:
+        n = fresh.count()
+        if n == 0:
+            return MergeOutcome(inserted=0, version=table_version(spark, path))
+        cond = " AND ".join(f"t.`{k}` <=> s.`{k}`" for k in keys)
+        (DeltaTable.forPath(spark, path).alias("t")
+         .merge(fresh.alias("s"), cond).whenNotMatchedInsertAll().withSchemaEvolution().execute())
+        return MergeOutcome(inserted=n, version=table_version(spark, path))
+    finally:
+        fresh.unpersist()
+
+
+def append_rejects(spark: SparkSession, rejected: DataFrame, path: str) -> MergeOutcome:
+    """Add reject rows not already recorded (same stage, reason, id and record), so a
+    rerun of the same batch does not double-count its rejects."""
+    keyed = rejected.withColumn("record_sha256", F.sha2(F.coalesce(F.col("record"), F.lit("")), 256))
+    return merge_new(spark, keyed, path, key=["stage", "reason", "id", "record_sha256"])

@@ -1,0 +1,448 @@
+"""The one runner: plans a run's stages, reuses the completed ones, runs the rest.
+
+Every entry point (`shardforge pipeline`, each single-stage subcommand, `build-shards`)
+calls `execute`. For each stage of the plan, in `shardforge.stages.ORDER`:
+
+1. Its fingerprint: sha256 of the stage name, the shardforge version, the config it reads,
+   and either the run's input fingerprint (first stage) or the previous stage's
+   fingerprint; `dedup` and `curate` also cover the table versions the run pinned.
+2. When `<work>/<stage>/_COMPLETE.json` holds that fingerprint the stage is reused: its
+   outputs are read back from `<work>/<stage>/` and its report entry from the marker.
+3. Otherwise the input schema is asserted, the stage function runs, kept, rejected and
+   named extra outputs are written as Parquet under `<work>/<stage>/`, counted, rows in =
+   kept + rejected is checked (AccountingError), kept's schema is asserted, the stage's
+   finish step publishes (Delta merges), and the marker is written last.
+
+Then the rejects of every stage go to the rejects table, the last stage's rows to its
+output table, the report is written and `<work>` is removed (`keep_intermediate` keeps it).
+A run killed anywhere resumes from the first stage without a matching marker and gives
+the same Delta rows and shard bytes as an uninterrupted run: the table versions a run
+reads (curated table, dedup side table) are pinned in `<work>/state.json` when it first
+starts, and every publishing step is a merge by id (a rerun merges nothing twice).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+import uuid
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql.types import StructType
+
+from shardforge import __version__
+from shardforge.config import Config, ConfigError
+from shardforge.engine.records import recorded_config
+from shardforge.fs import HadoopFiles
+from shardforge.engine.layout import Layout, join
+from shardforge.engine.run import Run
+from shardforge.stages import REGISTRY, StageSpec, check_stages
+from shardforge.engine.context import (Done, Finished, Handle, Inputs, RunOptions, StageContext,  # noqa: F401
+                                       StageOutput)
+
+log = logging.getLogger("shardforge.engine.runner")
+
+MARKER = "_COMPLETE.json"
+STATE = "state.json"
+
+
+def _sha(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def config_part(cfg: Config, spec: StageSpec) -> dict:
+    """The config a stage's fingerprint covers: its `reads` without its `ignore` keys (as the
+    config is recorded: secrets as key ids), and the sha256 of the files its `content_of`
+    keys name."""
+    full = recorded_config(cfg)
+    part: dict[str, Any] = {}
+    for ref in spec.reads:
+        section, _, key = ref.partition(".")
+        part[ref] = full[section][key] if key else dict(full[section])
+    for ref in spec.ignore:
+        section, _, key = ref.partition(".")
+        part.get(section, {}).pop(key, None)
+    for ref in spec.content_of:
+        section, _, key = ref.partition(".")
+        with open(full[section][key], "rb") as fh:
+            part[f"sha256({ref})"] = hashlib.sha256(fh.read()).hexdigest()
+    return part
+
+
+def _schema_of(name: str) -> StructType:
+    from shardforge import schemas
+
+    return getattr(schemas, name)
+
+
+def _assert(df: DataFrame, schema_name: str | None, where: str) -> None:
+    if schema_name and schema_name != "ANY":
+        from shardforge.schemas import assert_schema
+
+        assert_schema(df, _schema_of(schema_name), where, extra_ok=True)
+
+
+class Runner:
+    def __init__(self, spark: SparkSession, cfg: Config, layout: Layout, stages: tuple[str, ...],
+                 options: RunOptions = RunOptions(), *, name: str | None = None):
+        self.spark, self.cfg, self.layout, self.options = spark, cfg, layout, options
+        self.stages = check_stages(stages)
+        self.files = HadoopFiles(spark)
+        from shardforge.fs import qualify
+
+        self.run = Run(name or cfg.pipeline.name, qualify(spark, layout.report), recorded_config(cfg),
+                       master=spark.sparkContext.master, files=self.files)
+
+    # -- planning -------------------------------------------------------------------------
+    def resolve_inputs(self) -> Inputs:
+        """Fingerprint the input and decide whether the first stage needs the `read` stage."""
+        from shardforge.curated.tables import is_delta, table_version
+        from shardforge.ingest.stage import InputError, check_exists, detect_format
+
+        cfg, first = self.cfg, REGISTRY[self.stages[0]]
+        paths = list(cfg.pipeline.input)
+        parts: list[Any] = []
+        if first.name == "ingest":
+            if not paths and not cfg.pipeline.urls:
+                raise InputError("no input: pass --input PATH and/or --urls PATH (or set pipeline.input/urls)")
+            for p in [*paths, *cfg.pipeline.urls]:
+                check_exists(p)
+                parts.append([p, self._file_stats(p)])
+            return Inputs(_sha(parts), {"paths": paths, "urls": list(cfg.pipeline.urls)})
+        if not paths:
+            raise InputError(f"no --input given (the plan starts at {first.name!r}, which reads a table or files)")
+        direct: list[Handle] = []
+        for p in paths:
+            check_exists(p)
+            fmt = detect_format(p) if cfg.pipeline.input_format == "auto" else cfg.pipeline.input_format
+            if fmt == "delta" and is_delta(p):
+                v = self.options.as_of_version
+                v = table_version(self.spark, p) if v is None else v
+                parts.append([p, "delta", v])
+                direct.append(Handle("delta", p, v))
+            else:
+                parts.append([p, fmt, self._file_stats(p)])
+                if fmt == "parquet":
+                    direct.append(Handle("parquet", p))
+        if len(direct) == 1 and direct[0].kind == "delta":
+            source = {"table": direct[0].path, "version": direct[0].version}
+        else:
+            source = {"paths": paths}
+        usable = len(direct) == len(paths) and (
+            (first.name == "build-shards" and len(direct) == 1 and direct[0].kind == "delta")
+            or all(self._is_document_table(h) for h in direct))
+        return Inputs(_sha(parts), source, tuple(direct) if usable else ())
+
+    def _file_stats(self, path: str) -> list:
+        return [[f.path, f.size, f.mtime] for f in self.files.list_files(path)]
+
+    def _is_document_table(self, h: Handle) -> bool:
+        from shardforge.schemas import DOCUMENT
+
+        return set(DOCUMENT.fieldNames()) <= set(self.load(h).columns)
+
+    def load(self, h: Handle, schema: StructType | None = None) -> DataFrame:
+        from shardforge.curated.tables import read_table
+
+        if h.kind == "delta":
+            return read_table(self.spark, h.path, h.version)
+        reader = self.spark.read
+        if schema is not None:
+            reader = reader.schema(schema)
+        return reader.parquet(h.path)
+
+    def plan(self, inputs: Inputs) -> tuple[str, ...]:
+        if REGISTRY[self.stages[0]].is_source or inputs.direct:
+            return self.stages
+        return ("read", *self.stages)
+
+    # -- run state ------------------------------------------------------------------------
+    def _state(self, inputs: Inputs) -> dict:
+        """The state of this run: continued from an unfinished run on the same input, or new
+        (pinning the table versions the stages will read)."""
+        path = join(self.layout.work, STATE)
+        text = None if self.options.restart else self.files.read_text(path)
+        if text:
+            state = json.loads(text)
+            if (state.get("input") == inputs.fingerprint and state.get("version") == __version__
+                    and not state.get("finished")):
+                log.info("run state found: continuing run %s (started %s)", state["run_id"], state["started"])
+                return state
+            log.info("run state of a finished run, or of another input or version: starting afresh")
+        self.files.delete(self.layout.work)
+        from shardforge.curated.tables import is_delta, table_version
+
+        base = {name: table_version(self.spark, p) if is_delta(p) else None
+                for name, p in (("curated", self.layout.curated), ("dedup_state", self.layout.dedup_state))}
+        state = {"run_id": uuid.uuid4().hex[:12], "started": self.run.report["run"]["started"],
+                 "input": inputs.fingerprint, "version": __version__, "base": base}
+        self.files.write_text(path, json.dumps(state, indent=2, sort_keys=True))
+        return state
+
+    # -- the loop -------------------------------------------------------------------------
+    def execute(self) -> dict[str, Any]:
+        inputs = self.resolve_inputs()
+        plan = self.plan(inputs)
+        state = self._state(inputs)
+        ctx = StageContext(self.spark, self.cfg, self.layout, inputs, self.options, state["base"],
+                           state["run_id"], plan, {}, self.run, self.files)
+        self.run.report["plan"] = list(plan)
+        upstream = inputs.fingerprint
+        current: Handle | None = None
+        prev: Done | None = None
+        first_ran: str | None = None
+        for name in plan:
+            spec = REGISTRY[name]
+            fp = _sha({"stage": name, "version": __version__, "config": config_part(self.cfg, spec),
+                       "upstream": upstream, "pins": self._pins(spec, state)})
+            ctx.stage, ctx.fingerprint = name, fp
+            if current is None and not spec.is_source and inputs.direct:
+                ctx.input_handle = inputs.direct[0] if len(inputs.direct) == 1 else None
+            else:
+                ctx.input_handle = current
+            done = self._reuse(spec, fp) if first_ran is None else None
+            if done is None:
+                first_ran = first_ran or name
+                done = self._run_stage(spec, fp, ctx, prev, current, inputs)
+            ctx.done[name] = done
+            self.run.add_stage(done.entry)
+            self.run.report.update(done.report)
+            upstream = fp
+            if done.next is not None:
+                current = done.next
+            elif not spec.is_sink:
+                current = Handle("parquet", self._dir(name, "kept"))
+            prev = done
+        any_reused = any(d.reused for d in ctx.done.values())
+        self.run.report["resumed_from"] = first_ran if any_reused else None
+        self._publish_last(ctx, prev)
+        self._write_rejects(ctx)
+        from shardforge.redact.privacy import privacy_report
+
+        self.run.report["privacy"] = privacy_report(self.cfg)
+        report = self.run.finish()
+        if self.options.keep_intermediate:
+            state["finished"] = True
+            self.files.write_text(join(self.layout.work, STATE), json.dumps(state, indent=2, sort_keys=True))
+        else:
+            self.files.delete(self.layout.work)
+            if "ingest" in plan:      # the download spool: kept until now, so a rerun resumed from it
+                self.files.delete(self.cfg.download.spool_dir or self.layout.download_spool)
+        return report
+
+    def _pins(self, spec: StageSpec, state: dict) -> dict:
+        if spec.name in ("dedup", "curate"):
+            return dict(state["base"])
+        return {}
+
+    def _dir(self, stage: str, part: str = "") -> str:
+        return join(self.layout.work, stage, part) if part else join(self.layout.work, stage)
+
+    def _reuse(self, spec: StageSpec, fp: str) -> Done | None:
+        text = self.files.read_text(join(self._dir(spec.name), MARKER))
+        if not text:
+            return None
+        marker = json.loads(text)
+        if marker.get("fingerprint") != fp:
+            log.info("stage %s: its inputs or config changed since it completed: running it again", spec.name)
+            return None
+        schemas = {k: StructType.fromJson(v) for k, v in marker.get("schemas", {}).items()}
+
+        def part(name: str) -> DataFrame | None:
+            return self.load(Handle("parquet", self._dir(spec.name, name)), schemas[name]) if name in schemas else None
+
+        entry = {**marker["entry"], "reused": True, "seconds": 0.0}
+        log.info("stage %s: reused (completed earlier: %s in, %s kept, %s rejected)", spec.name,
+                 entry.get("rows_in"), entry.get("kept"), entry.get("rejected"))
+        nxt = Handle.from_json(marker["next"], self.layout) if marker.get("next") else None
+        return Done(spec, fp, entry, marker.get("report", {}), part("kept"), part("rejected"),
+                    {k: part(k) for k in schemas if k not in ("kept", "rejected")}, nxt, reused=True,
+                    schemas=marker.get("schemas", {}))
+
+    def _input_frame(self, spec: StageSpec, ctx: StageContext, inputs: Inputs, current: Handle | None,
+                     prev: Done | None) -> tuple[DataFrame | None, int | None]:
+        """The stage's input and its row count (None when the stage counts its own input)."""
+        if spec.is_source:
+            return None, None
+        if current is None:  # the plan starts here, on tables read as they are
+            frames = [self.load(h) for h in inputs.direct]
+            df = frames[0]
+            for f in frames[1:]:
+                df = df.unionByName(f, allowMissingColumns=True)
+            return df, None if spec.is_sink else df.count()
+        if prev is not None and prev.next is None and prev.kept is not None:
+            return prev.kept, prev.entry["kept"]
+        df = self.load(current)
+        return df, None if spec.is_sink else df.count()
+
+    def _run_stage(self, spec: StageSpec, fp: str, ctx: StageContext, prev: Done | None,
+                   current: Handle | None, inputs: Inputs) -> Done:
+        from shardforge.engine import steps
+
+        df, rows_in = self._input_frame(spec, ctx, inputs, current, prev)
+        if df is not None:
+            _assert(df, spec.input_schema, f"input of stage {spec.name}")
+        log.info("stage %s: started", spec.name)
+        t0 = time.monotonic()
+        out: StageOutput = getattr(steps, spec.function)(ctx, df)
+        if spec.is_sink:
+            entry = {"name": spec.name, "rows_in": out.rows_in, "kept": out.rows_out, "rejected": 0,
+                     "rejects_by_reason": {}}
+            done = Done(spec, fp, entry, dict(out.report))
+            if out.rows_in != out.rows_out:
+                from shardforge.engine.run import AccountingError
+
+                raise AccountingError(f"stage {spec.name}: {out.rows_in} rows in, but {out.rows_out} written")
+        else:
+            done = self._materialise(spec, fp, out)
+            # a source stage's input is files: its rows in are the rows it made, kept or rejected
+            self.run.check(spec.name, rows_in, done.entry)
+            _assert(done.kept, spec.output_schema, f"output of stage {spec.name}")
+            from shardforge.schemas import REJECT, assert_schema
+
+            assert_schema(done.rejected, REJECT, f"rejects of stage {spec.name}")
+            if out.finish is not None:
+                fin = out.finish(done)
+                fin = fin if isinstance(fin, Finished) else Finished(fin or {})
+                done.report.update(fin.report)
+                done.next = fin.next
+        done.entry["seconds"] = round(time.monotonic() - t0, 3)
+        done.entry["reused"] = False
+        self._write_marker(spec, done)
+        log.info("stage %s: done in %.1f s", spec.name, done.entry["seconds"])
+        return done
+
+    def _materialise(self, spec: StageSpec, fp: str, out: StageOutput) -> Done:
+        """Write kept, rejected and extras as Parquet (the stage's kernels run once: the
+        shared frame is persisted while its parts are written), read them back, count."""
+        shared = out.shared if isinstance(out.shared, (tuple, list)) else (out.shared,)
+        shared = [self.run.persist(f) for f in shared if f is not None]
+        frames = {"kept": out.kept, "rejected": out.rejected, **out.extras}
+        written: dict[str, DataFrame] = {}
+        schemas: dict[str, Any] = {}
+        for name, df in frames.items():
+            path = self._dir(spec.name, name)
+            df.write.mode("overwrite").parquet(path)
+            written[name] = self.load(Handle("parquet", path), df.schema)
+            schemas[name] = df.schema.jsonValue()
+        for f in shared:
+            f.unpersist()
+        entry = self.run.count(spec.name, written["kept"], written["rejected"])
+        extras = {k: v for k, v in written.items() if k not in ("kept", "rejected")}
+        return Done(spec, fp, entry, dict(out.report), written["kept"], written["rejected"], extras,
+                    schemas=schemas)
+
+    def _write_marker(self, spec: StageSpec, done: Done) -> None:
+        marker = {"stage": spec.name, "fingerprint": done.fingerprint, "shardforge_version": __version__,
+                  "entry": done.entry, "report": done.report,
+                  "next": done.next.to_json(self.layout) if done.next else None,
+                  "schemas": done.schemas}
+        self.files.write_text(join(self._dir(spec.name), MARKER), json.dumps(marker, indent=2, sort_keys=True,
+                                                                              default=str))
+
+    # -- after the stages -----------------------------------------------------------------
+    def _publish_last(self, ctx: StageContext, last: Done | None) -> None:
+        """A plan that ends on a row stage other than curate publishes its rows to that
+        stage's table (merged by id, so a rerun adds nothing)."""
+        from shardforge.engine import steps
+
+        if last is None or last.spec.is_sink or last.spec.name == "curate":
+            return
+        target = self.layout.output_of(last.spec.output)
+        if not target:
+            return
+        with self.run.timed("write"):
+            outcome = steps.publish_rows(ctx, last.kept, target)
+        self.run.report["output_table"] = {"path": target, "inserted": outcome.inserted, "version": outcome.version}
+
+    def _write_rejects(self, ctx: StageContext) -> None:
+        from shardforge.curated.tables import append_rejects
+        from shardforge.stage import empty_rejects
+
+        frames = [d.rejected for d in ctx.done.values() if d.rejected is not None]
+        rej = frames[0] if frames else empty_rejects(self.spark)
+        for f in frames[1:]:
+            rej = rej.unionByName(f)
+        from shardforge.redact.stage import rejects_for_output
+
+        with self.run.timed("rejects"):
+            append_rejects(self.spark, rejects_for_output(rej, self.cfg), self.layout.rejects)
+
+
+def validate(cfg: Config, stages: tuple[str, ...]) -> None:
+    """Check every planned stage's settings before any Spark job: a ConfigError names the key."""
+    for name in check_stages(stages):
+        try:
+            if name == "ingest" and cfg.pipeline.urls:
+                from shardforge.ingest.download import check_config
+
+                check_config(cfg.download)
+            elif name == "redact":
+                from shardforge.redact.stage import redactor_from_config
+
+                redactor_from_config(cfg.redact)
+            elif name == "dedup":
+                from shardforge.dedup.stage import resolve_params
+
+                resolve_params(cfg.dedup)
+            elif name == "tokenize":
+                from shardforge.tokenize.stage import load_tokenizer
+
+                load_tokenizer(cfg.tokenize.tokenizer)
+        except ConfigError:
+            raise
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+
+
+def _lock_before_session(cfg: Config, layout: Layout, spark) -> bool:
+    """A local output of an embedded local run is locked before Spark starts (a second run
+    stops at once); anything else once the session resolves the path as Spark will. With
+    a Hadoop configuration (HADOOP_CONF_DIR, YARN_CONF_DIR, spark.hadoop.fs.defaultFS) a
+    path without a scheme may resolve to HDFS, so only the session can tell."""
+    import os
+
+    from shardforge.fs import is_local
+
+    if not is_local(layout.lock):
+        return False
+    hadoop_conf = any(os.environ.get(v) for v in ("HADOOP_CONF_DIR", "YARN_CONF_DIR"))
+    if not layout.lock.startswith("file:") and (hadoop_conf or "spark.hadoop.fs.defaultFS" in cfg.spark.properties):
+        return False
+    if spark is not None:
+        return spark.sparkContext.master.startswith("local")
+    return not os.environ.get("PYSPARK_GATEWAY_PORT") and cfg.spark.master.startswith("local")
+
+
+def run_job(cfg: Config, stages, *, layout: Layout, options: RunOptions = RunOptions(), name: str | None = None,
+            spark: SparkSession | None = None) -> dict[str, Any]:
+    """One job, from checked config to report: validate the planned stages' settings, take
+    the output's lock, start (or reuse) the session, run, release. Raises ConfigError,
+    InputError, LockHeld, AccountingError, SchemaMismatch: the CLI maps them to exit codes."""
+    from shardforge.fs import LocalFiles
+    from shardforge.engine.lock import RunLock
+
+    try:
+        stages = check_stages(stages)
+    except ValueError as exc:
+        raise ConfigError(f"pipeline.stages: {exc}") from None
+    validate(cfg, stages)
+    lock = None
+    if _lock_before_session(cfg, layout, spark):
+        lock = RunLock(layout.lock, LocalFiles(), timeout=cfg.pipeline.lock_timeout).acquire()
+    try:
+        if spark is None:
+            from shardforge.engine.session import get_spark
+
+            spark = get_spark(cfg.spark)
+        if lock is None:
+            lock = RunLock(layout.lock, HadoopFiles(spark), timeout=cfg.pipeline.lock_timeout).acquire()
+        from shardforge.ingest.stage import declared_schema
+
+        declared_schema(cfg.ingest)    # Spark parses the declared JSONL column types: a ConfigError names a bad one
+        return Runner(spark, cfg, layout, stages, options, name=name).execute()
+    finally:
+        if lock is not None:
+            lock.release()

@@ -1,0 +1,113 @@
+"""Builds the SparkSession every job uses, with Delta Lake enabled.
+
+Delta's JVM side comes either from local jars (`make jars` fills `.jars/`, handed to
+Spark with `spark.jars`; works without internet) or from `spark.jars.packages`
+(`[spark] packages = true`, for clusters that reach Maven Central). Under
+`spark-submit`, settings given on the command line or in `--properties-file` win:
+the builder only fills in what is not already set.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from shardforge.config import SparkSection
+
+DELTA_EXTENSION = "io.delta.sql.DeltaSparkSessionExtension"
+DELTA_CATALOG = "org.apache.spark.sql.delta.catalog.DeltaCatalog"
+
+# Fixed for determinism and for small local runs; every key can be overridden in
+# [spark] properties or by spark-submit.
+DEFAULTS = {
+    "spark.sql.extensions": DELTA_EXTENSION,
+    "spark.sql.catalog.spark_catalog": DELTA_CATALOG,
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.databricks.delta.schema.autoMerge.enabled": "false",
+    "spark.sql.adaptive.enabled": "true",
+}
+
+
+def delta_package() -> str:
+    """The Maven coordinate of delta-spark matching the installed pyspark and delta-spark."""
+    from importlib import metadata
+
+    spark_minor = ".".join(metadata.version("pyspark").split(".")[:2])
+    return f"io.delta:delta-spark_{spark_minor}_2.13:{metadata.version('delta-spark')}"
+
+
+def find_jars(jars_dir: str | os.PathLike) -> list[str]:
+    """Jar paths in `jars_dir` (relative paths are tried from the CWD, then the repo)."""
+    candidates = [Path(jars_dir)]
+    if not Path(jars_dir).is_absolute():
+        candidates.append(Path(__file__).resolve().parents[2] / jars_dir)
+    env = os.environ.get("SHARDFORGE_JARS")
+    if env:
+        candidates.insert(0, Path(env))
+    for d in candidates:
+        jars = sorted(str(p.resolve()) for p in d.glob("*.jar"))
+        if jars:
+            return jars
+    return []
+
+
+def spark_conf(cfg: SparkSection) -> dict[str, str]:
+    """The settings `get_spark` applies (before anything spark-submit already set)."""
+    conf = dict(DEFAULTS)
+    conf["spark.sql.shuffle.partitions"] = str(cfg.shuffle_partitions)
+    if cfg.packages:
+        conf["spark.jars.packages"] = delta_package()
+    else:
+        jars = find_jars(cfg.jars_dir)
+        if jars:
+            conf["spark.jars"] = ",".join(jars)
+    conf.update(cfg.properties)
+    return conf
+
+
+def _local_conf(master: str) -> dict[str, str]:
+    """An embedded `local[...]` session binds to loopback only."""
+    if not master.startswith("local"):
+        return {}
+    return {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
+
+
+def get_spark(cfg: SparkSection | None = None, *, master: str | None = None):
+    """Get or create the session. Raises a clear error when Delta's jars are missing."""
+    from pyspark.sql import SparkSession
+
+    cfg = cfg or SparkSection()
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    builder = SparkSession.builder
+    # Launched by spark-submit: the JVM is up and its settings win over ours.
+    submitted = bool(os.environ.get("PYSPARK_GATEWAY_PORT"))
+    if not submitted:
+        builder = builder.master(master or cfg.master).appName(cfg.app_name)
+    conf = spark_conf(cfg)
+    if not submitted:
+        conf = {**_local_conf(master or cfg.master), **conf}
+        if (master or cfg.master).startswith("local"):
+            # Python workers run the driver's interpreter (and so see the same packages).
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if "spark.jars" not in conf and "spark.jars.packages" not in conf and not submitted:
+        raise RuntimeError(
+            f"Delta Lake jars not found in {cfg.jars_dir!r}: run `make jars` "
+            f"(or `python -m shardforge.deploy.jvm_deps --dest {cfg.jars_dir}`), or set "
+            f"[spark] packages = true to fetch {delta_package()} with spark.jars.packages")
+    existing = None
+    if submitted:
+        from pyspark import SparkConf, SparkContext
+
+        SparkContext._ensure_initialized()  # connect to spark-submit's JVM, so SparkConf sees its settings
+        existing = SparkConf()
+    for key, value in conf.items():
+        if existing is not None and existing.contains(key):
+            continue
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel(os.environ.get("SHARDFORGE_SPARK_LOG_LEVEL", "WARN"))
+    return spark

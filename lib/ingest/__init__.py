@@ -1,0 +1,1 @@
+"""The ingest stage family: reading document files and web inputs (readers/, extract/) and downloading URL lists (download/) into DOCUMENT rows."""

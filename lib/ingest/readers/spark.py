@@ -1,0 +1,112 @@
+"""The Python-read formats on Spark: one task per file (up to `max_tasks`), rows streamed out
+in Arrow batches of at most `BATCH_ROWS` rows or `BATCH_BYTES` bytes of text.
+
+`compressed_jsonl(spark, files)`, `warc(spark, files, limits)` and `webdataset(spark, files,
+limits)` return the *marked* frame: every row the readers made, with `_reason` set on the
+rejected ones. The caller filters documents, rejects and skipped units (WARC record types,
+tar directories) from it and persists it once.
+Deterministic: rows depend only on the files, never on how tasks were assigned.
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+import pyarrow as pa
+from pyspark.sql import DataFrame, SparkSession
+
+from shardforge.ingest.readers.files import InputFile
+from shardforge.ingest.readers.pages import PageLimits
+from shardforge.ingest.readers.wds import TarLimits
+
+BATCH_ROWS = 256
+BATCH_BYTES = 32 << 20
+
+LINES = pa.schema([("_line", pa.string()), ("_file", pa.string()), ("_reason", pa.string()),
+                   ("_detail", pa.string())])
+WARC = pa.schema([("_rtype", pa.string()), ("_file", pa.string()), ("id", pa.string()), ("url", pa.string()),
+                  ("http_status", pa.int32()), ("content_type", pa.string()), ("charset", pa.string()),
+                  ("text", pa.string()), ("meta", pa.string()), ("_reason", pa.string()), ("_detail", pa.string())])
+
+WDS = pa.schema([("_file", pa.string()), ("_unit", pa.string()), ("_members", pa.int32()), ("_key", pa.string()),
+                 ("id", pa.string()), ("text", pa.string()), ("url", pa.string()), ("kind", pa.string()),
+                 ("meta", pa.string()), ("image", pa.binary()), ("image_width", pa.int32()),
+                 ("image_height", pa.int32()), ("_json", pa.string()), ("_reason", pa.string()),
+                 ("_detail", pa.string())])
+
+
+def _spark_schema(schema: pa.Schema):
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(schema)
+
+
+def _files_frame(spark: SparkSession, files: list[InputFile], max_tasks: int = 10_000) -> DataFrame:
+    rows = [(f.path, f.source, f.format) for f in files]
+    n = max(1, min(len(rows), max_tasks))
+    return spark.createDataFrame(spark.sparkContext.parallelize(rows, n), "path string, source string, format string")
+
+
+def _batches(rows: Iterator[dict], schema: pa.Schema) -> Iterator[pa.RecordBatch]:
+    """Rows to record batches, flushed by row count and by text bytes (bounded memory)."""
+    buf: list[dict] = []
+    size = 0
+    for row in rows:
+        buf.append(row)
+        size += len(row.get("text") or row.get("_line") or "") + len(row.get("image") or b"")
+        if len(buf) >= BATCH_ROWS or size >= BATCH_BYTES:
+            yield pa.RecordBatch.from_pylist(buf, schema)
+            buf, size = [], 0
+    if buf:
+        yield pa.RecordBatch.from_pylist(buf, schema)
+
+
+def _paths(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[str, str, str]]:
+    for b in batches:
+        yield from zip(*(b.column(i).to_pylist() for i in range(3)))
+
+
+def compressed_jsonl(spark: SparkSession, files: list[InputFile]) -> DataFrame:
+    """Lines of .jsonl.gz / .bz2 / .zst files: `_line`, `_file`; an unreadable or truncated
+    file adds one row with `_reason` invalid:unreadable_file."""
+    from shardforge.ingest.readers.streams import jsonl_lines
+
+    def run(batches):
+        def rows():
+            for path, source, fmt in _paths(batches):
+                yield from jsonl_lines(path, source, fmt)
+        yield from _batches(rows(), LINES)
+
+    return _files_frame(spark, files).mapInArrow(run, _spark_schema(LINES))
+
+
+def warc(spark: SparkSession, files: list[InputFile], limits: PageLimits) -> DataFrame:
+    """One row per WARC record of every file (see `streams.warc_rows`); page rows carry the
+    extracted text and `meta` (title, WARC date). Each task runs one extraction sandbox."""
+    from shardforge.ingest.extract import Sandbox
+
+    from shardforge.ingest.readers.streams import title_meta, warc_rows
+
+    def run(batches):
+        def rows(sandbox):
+            for path, source, _ in _paths(batches):
+                for row in warc_rows(path, source, limits, sandbox):
+                    row["meta"] = title_meta(row.pop("_title", None), row.pop("_date", None))
+                    yield row
+        with Sandbox(limits.extract_timeout) as sandbox:
+            yield from _batches(rows(sandbox), WARC)
+
+    return _files_frame(spark, files).mapInArrow(run, _spark_schema(WARC))
+
+
+def webdataset(spark: SparkSession, files: list[InputFile], limits: TarLimits) -> DataFrame:
+    """One row per sample, per member that belongs to no sample, per directory (`_unit`
+    skipped) and per damaged file of every tar (see `wds.tar_rows`)."""
+    from shardforge.ingest.readers.wds import webdataset_rows
+
+    def run(batches):
+        def rows():
+            for path, source, _ in _paths(batches):
+                yield from webdataset_rows(path, source, limits)
+        yield from _batches(rows(), WDS)
+
+    return _files_frame(spark, files).mapInArrow(run, _spark_schema(WDS))

@@ -1,0 +1,367 @@
+"""Reading document files into DOCUMENT rows: JSONL, Parquet and plain text.
+
+`read_documents(spark, paths, cfg)` returns a StageResult: rows that became
+documents, and REJECT rows for lines that could not (`invalid:malformed_json`,
+`invalid:not_an_object`, `invalid:blank_line`, `invalid:missing_text`). Ids are
+taken from the id column when present and non-null, otherwise derived from
+content and source (`shardforge.keys.derived_id_expr`), never from position.
+`source` is the file's path relative to the input root, so a corpus that moves
+keeps its ids. Every other column of a Parquet or Delta input is kept with its own
+type (columns whose name starts with `_` are Spark's or ours and are left out); JSONL
+fields are kept as JSON in `meta`, except those `[ingest] columns` declares with a type,
+which become columns of that type (a value that does not fit is `invalid:column_type`).
+Inputs that give one column two types are an InputError naming the column.
+"""
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from shardforge.config import IngestSection
+from shardforge.keys import derived_id_expr
+from shardforge.ingest.readers.files import PYTHON_READ
+from shardforge.stage import StageResult, rejects
+
+KNOWN = ("id", "text", "source", "url")
+
+
+class InputError(ValueError):
+    """An input path that cannot be read as documents."""
+
+
+def detect_format(path: str) -> str:
+    """jsonl | parquet | text | warc | webdataset | mixed | delta, from the path: a Delta table has
+    _delta_log/; a folder whose files are all of one format is that format, one that mixes
+    formats is `mixed` (each file then read by its own extension, `shardforge.ingest.readers.files`).
+    Compressed JSONL (.gz, .bz2, .zst) is `jsonl`."""
+    from shardforge.ingest.readers.files import format_of, list_inputs, unknown_files
+
+    p = path.rstrip("/")
+    local = p[len("file://"):] if p.startswith("file://") else p
+    if "://" not in local and os.path.isdir(local):
+        if os.path.isdir(os.path.join(local, "_delta_log")):
+            return "delta"
+        unknown = unknown_files(local)
+        kinds = {_family(f.format) for f in list_inputs(local)}
+        if unknown or not kinds:
+            shown = ", ".join(unknown[:3]) + (" ..." if len(unknown) > 3 else "")
+            raise InputError(f"{path}: cannot tell the format of this folder's files"
+                             + (f" ({shown} has no known extension)" if unknown else " (no input files)")
+                             + "; set pipeline.input_format")
+        return kinds.pop() if len(kinds) == 1 else "mixed"
+    fmt = format_of(local)
+    if fmt is None:
+        raise InputError(f"{path}: unknown document format (expected .jsonl[.gz|.bz2|.zst], .parquet, .txt, "
+                         f".warc[.gz], .wet[.gz], WebDataset .tar[.gz]/.tgz, a folder of them, or a Delta table); "
+                         f"set pipeline.input_format")
+    return _family(fmt)
+
+
+def _family(fmt: str) -> str:
+    return "jsonl" if fmt.startswith("jsonl") else fmt
+
+
+def check_exists(path: str) -> None:
+    local = path[len("file://"):] if path.startswith("file://") else path
+    if "://" not in local and not os.path.exists(local):
+        raise InputError(f"input not found: {path}")
+
+
+def _relative_source(root: str):
+    """input_file_name() made relative to the input root (stable when the corpus moves): a
+    file's own name, or its path below the folder given. A URL root (`hdfs://`, `s3a://`)
+    is compared by its path alone, as Spark names the file with the host it resolved."""
+    if "://" in root and not root.startswith("file://"):
+        from urllib.parse import urlsplit
+
+        base_path = urlsplit(root).path.rstrip("/")
+        name = F.input_file_name()
+        path = F.regexp_replace(name, r"^[A-Za-z][A-Za-z0-9+.-]*://[^/]*", "")
+        below = F.regexp_replace(path, "^" + re.escape(base_path + "/"), "")
+        return (F.when(path == base_path, F.lit(base_path.rsplit("/", 1)[-1]))
+                 .when(path.startswith(base_path + "/"), below).otherwise(name))
+    base = Path(root[len("file://"):] if root.startswith("file://") else root).resolve()
+    prefix = base.as_uri() if base.is_dir() else base.parent.as_uri()
+    name = F.input_file_name()
+    rel = F.regexp_replace(name, "^" + re.escape(prefix.rstrip("/") + "/"), "")
+    return F.when(name.startswith(prefix), rel).otherwise(name)
+
+
+def _finish(df: DataFrame) -> DataFrame:
+    """DOCUMENT columns first (id derived where missing, kind 'document' unless the input
+    says), then the input's own columns with their types."""
+    from shardforge.schemas import documents
+
+    doc = df.withColumn("id", F.coalesce(F.col("id"), derived_id_expr("text", "source")))
+    kind = F.coalesce(F.col("kind").cast("string"), F.lit("document")) if "kind" in df.columns else F.lit("document")
+    return documents(doc.withColumn("kind", kind))
+
+
+def declared_schema(cfg: IngestSection):
+    """The StructType of `[ingest] columns` (name -> Spark SQL type); a ConfigError names a
+    type Spark cannot parse. Needs a session (Spark parses the types)."""
+    from pyspark.sql.types import StructField, StructType, _parse_datatype_string
+
+    from shardforge.config import ConfigError
+
+    fields = []
+    for name, ddl in cfg.columns.items():
+        try:
+            fields.append(StructField(name, _parse_datatype_string(ddl), True))
+        except Exception as exc:
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ConfigError(f"ingest.columns.{name}: {ddl!r} is not a Spark SQL type ({first})") from None
+    return StructType(fields)
+
+
+def _read_jsonl(spark: SparkSession, path: str | list[str], cfg: IngestSection, root: str) -> StageResult:
+    """Plain JSONL files (a path or a list of files) by Spark's text reader (splittable)."""
+    lines = spark.read.text(path).select(F.col("value").alias("_line"), _relative_source(root).alias("_file"))
+    return _parse_jsonl(lines, cfg)
+
+
+def _parse_jsonl(lines: DataFrame, cfg: IngestSection) -> StageResult:
+    """JSONL lines (`_line`, `_file`) to documents and rejects."""
+    declared = declared_schema(cfg)
+    named_cols = (cfg.id_column, cfg.text_column, cfg.source_column, "url")
+    known = f"`{cfg.id_column}` string, `{cfg.text_column}` string, `{cfg.source_column}` string, url string"
+    typed = "".join(f", `{f.name}` {f.dataType.simpleString()}" for f in declared.fields if f.name not in named_cols)
+    parsed = lines.select(
+        "_line", "_file",
+        F.from_json("_line", known + typed + ", _corrupt string",
+                    {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt"}).alias("_j"),
+        F.from_json("_line", "map<string,string>").alias("_m"),
+    )
+    blank = F.trim(F.col("_line")) == ""
+    not_json = F.col("_m").isNull()
+    malformed = F.col("_j").isNull() | F.col("_j._corrupt").isNotNull()
+    not_object = ~F.trim(F.col("_line")).startswith("{")
+    ok = parsed.filter(~blank & ~malformed)
+    skip = [*named_cols, *declared.fieldNames()]
+    extras = F.map_filter("_m", lambda k, v: ~k.isin(*skip))
+    named = ok.select(
+        F.col(f"_j.`{cfg.id_column}`").alias("id"),
+        F.col(f"_j.`{cfg.text_column}`").alias("text"),
+        F.coalesce(F.col(f"_j.`{cfg.source_column}`"), F.col("_file")).alias("source"),
+        F.col("_j.url").alias("url"),
+        F.when(F.size(extras) > 0, F.to_json(extras)).alias("meta"),
+        *[F.col(f"_j.`{f.name}`").alias(f.name) for f in declared.fields if f.name not in named_cols],
+    )
+    docs, missing = _split_missing_text(named)
+    bad = parsed.filter(blank | malformed).select(
+        F.lit(None).cast("string").alias("id"), F.col("_file").alias("source"),
+        F.col("_line").alias("line"),
+        F.when(blank, "invalid:blank_line").when(not_object, "invalid:not_an_object")
+         .when(not_json, "invalid:malformed_json").otherwise(
+            F.lit("invalid:column_type" if len(declared) else "invalid:malformed_json")).alias("_reason"))
+    rej = rejects(bad, "ingest", F.col("_reason"), F.substring("line", 1, 200)).unionByName(
+        rejects(missing, "ingest", "invalid:missing_text"))
+    return StageResult(_finish(docs), rej)
+
+
+def _split_missing_text(df: DataFrame) -> tuple[DataFrame, DataFrame]:
+    return df.filter(F.col("text").isNotNull()), df.filter(F.col("text").isNull())
+
+
+def _read_table(df: DataFrame, path: str, cfg: IngestSection, *, file_source) -> StageResult:
+    cols = set(df.columns)
+    if cfg.text_column not in cols:
+        raise InputError(f"{path}: no text column {cfg.text_column!r} (columns: {sorted(cols)}); "
+                         f"set ingest.text_column")
+    named = (cfg.id_column, cfg.text_column, cfg.source_column, "url")
+    extra = [c for c in df.columns if c not in named and not c.startswith("_")]
+    meta = []
+    if "meta" in extra and df.schema["meta"].dataType.typeName() != "string":
+        meta = [F.to_json(F.col("meta")).alias("meta")]          # a struct or map: kept as JSON text
+        extra.remove("meta")
+    out = df.select(
+        (F.col(cfg.id_column).cast("string") if cfg.id_column in cols else F.lit(None).cast("string")).alias("id"),
+        F.col(cfg.text_column).cast("string").alias("text"),
+        (F.coalesce(F.col(cfg.source_column).cast("string"), file_source) if cfg.source_column in cols
+         else file_source).alias("source"),
+        (F.col("url").cast("string") if "url" in cols else F.lit(None).cast("string")).alias("url"),
+        *meta,
+        *[F.col(f"`{c}`") for c in extra],
+    )
+    docs, missing = _split_missing_text(out)
+    return StageResult(_finish(docs), rejects(missing, "ingest", "invalid:missing_text"))
+
+
+def union_documents(frames: list[tuple[str, DataFrame]]) -> DataFrame:
+    """The frames' rows by column name (a column one lacks is null there). A column with
+    two types is an InputError naming it and the two inputs."""
+    seen: dict[str, tuple[str, object]] = {}
+    for where, df in frames:
+        for f in df.schema.fields:
+            if f.name in seen and seen[f.name][1] != f.dataType:
+                first, t = seen[f.name]
+                raise InputError(f"column {f.name!r} is {t.simpleString()} in {first} but "
+                                 f"{f.dataType.simpleString()} in {where}; give it one type")
+            seen.setdefault(f.name, (where, f.dataType))
+    out = frames[0][1]
+    for _, df in frames[1:]:
+        out = out.unionByName(df, allowMissingColumns=True)
+    return out
+
+
+def _python_read(spark: SparkSession, files: list, cfg: IngestSection) -> list[tuple[StageResult, DataFrame | None]]:
+    """Compressed JSONL and WARC files, read by Python tasks (shardforge.ingest.readers). Each part
+    comes with its marked frame (persisted once by the runner) and, for WARC, the count of
+    records by type (`input_records`)."""
+    from shardforge.ingest.readers import spark as pyread
+    from shardforge.ingest.readers.pages import PageLimits
+
+    out = []
+    jsonl = [f for f in files if f.format.startswith("jsonl.")]
+    if jsonl:
+        marked = pyread.compressed_jsonl(spark, jsonl)
+        res = _parse_jsonl(marked.filter(F.col("_reason").isNull()).select("_line", "_file"), cfg)
+        bad = marked.filter(F.col("_reason").isNotNull()).withColumnRenamed("_file", "source")
+        rej = res.rejected.unionByName(rejects(bad, "ingest", F.col("_reason"), F.col("_detail")))
+        out.append((StageResult(res.kept, rej, shared=(marked,)), None))
+    warc = [f for f in files if f.format == "warc"]
+    if warc:
+        marked = pyread.warc(spark, warc, PageLimits(cfg.max_page_bytes, cfg.extract_timeout))
+        page = F.col("_rtype").isin("response", "conversion") | F.col("_rtype").isNull()
+        pages = marked.filter(page & F.col("_reason").isNull()).select(
+            "id", "text", F.col("_file").alias("source"), "url", F.lit("page").alias("kind"), "meta",
+            "http_status", "content_type", "charset")
+        bad = marked.filter(page & F.col("_reason").isNotNull()).withColumnRenamed("_file", "source")
+        counts = marked.groupBy(F.col("_file").alias("source"), F.coalesce("_rtype", F.lit("unreadable"))
+                                .alias("record_type")).count()
+        out.append((StageResult(_finish(pages), rejects(bad, "ingest", F.col("_reason"), F.col("_detail")),
+                                shared=(marked,), extras={"input_records": counts}), counts))
+    tars = [f for f in files if f.format == "webdataset"]
+    if tars:
+        out.append(_read_webdataset(spark, pyread, tars, cfg))
+    return out
+
+
+def _read_webdataset(spark: SparkSession, pyread, files: list, cfg: IngestSection) -> tuple[StageResult, DataFrame]:
+    """WebDataset tars (`readers.wds`): one document per sample (kind `image` when it has an
+    image, with the IMAGE columns; else `document`), a reject per bad sample, stray member or
+    damaged file; directories are counted (`tar_members`), not rows. Fields of the json member
+    that `[ingest] columns` declares become typed columns (`invalid:column_type` when a value
+    does not fit), as for JSONL."""
+    from shardforge.schemas import IMAGE
+
+    from shardforge.ingest.readers.wds import TarLimits
+
+    declared = [f for f in declared_schema(cfg).fields if f.name not in ("id", "text", "source", "url", "kind",
+                                                                          "meta", *IMAGE.fieldNames())]
+    limits = TarLimits(cfg.max_member_bytes, cfg.image_max_pixels, cfg.id_column, tuple(f.name for f in declared))
+    marked = pyread.webdataset(spark, files, limits)
+    rows = marked.filter(F.col("_unit") != "skipped")
+    if declared:
+        ddl = "".join(f"`{f.name}` {f.dataType.simpleString()}, " for f in declared) + "_corrupt string"
+        rows = rows.withColumn("_t", F.from_json("_json", ddl, {"mode": "PERMISSIVE",
+                                                                "columnNameOfCorruptRecord": "_corrupt"}))
+        misfit = F.col("_reason").isNull() & F.col("_t._corrupt").isNotNull()
+        rows = rows.withColumn("_reason", F.when(misfit, F.lit("invalid:column_type")).otherwise(F.col("_reason")))
+        rows = rows.withColumn("_detail", F.when(misfit, F.concat(F.lit("json of sample "), F.col("_key"), F.lit(": "),
+                                                                  F.substring("_json", 1, 200)))
+                               .otherwise(F.col("_detail")))
+    docs = rows.filter(F.col("_reason").isNull()).select(
+        "id", "text", F.col("_file").alias("source"), "url", "kind", "meta",
+        *[F.col(f.name).cast(f.dataType) for f in IMAGE.fields],
+        *[F.col(f"_t.`{f.name}`").alias(f.name) for f in declared])
+    bad = rows.filter(F.col("_reason").isNotNull()).drop("image").withColumnRenamed("_file", "source")
+    counts = marked.groupBy(F.col("_file").alias("source"), F.col("_unit").alias("unit")).agg(
+        F.count(F.lit(1)).alias("rows"), F.sum("_members").alias("members"),
+        F.sum(F.when(F.col("_reason").isNotNull(), F.col("_members")).otherwise(0)).alias("rejected_members"))
+    return (StageResult(_finish(docs), rejects(bad, "ingest", F.col("_reason"), F.col("_detail")), shared=(marked,),
+                        extras={"tar_members": counts}), counts)
+
+
+def _read_files(spark: SparkSession, path: str, cfg: IngestSection) -> list[StageResult]:
+    """A local file or folder read file by file, each by its own extension."""
+    from shardforge.ingest.readers.files import list_inputs
+
+    files = list_inputs(path)
+    by = {fmt: [f for f in files if f.format == fmt] for fmt in {f.format for f in files}}
+    parts = []
+    if "jsonl" in by:
+        parts.append(_read_jsonl(spark, [f.path for f in by["jsonl"]], cfg, path))
+    if "parquet" in by:
+        parts.append(_read_table(spark.read.parquet(*[f.path for f in by["parquet"]]), path, cfg,
+                                 file_source=_relative_source(path)))
+    if "text" in by:
+        parts.append(_read_text(spark, [f.path for f in by["text"]], path, cfg))
+    parts += [r for r, _ in _python_read(spark, [f for f in files if f.format in PYTHON_READ], cfg)]
+    return parts
+
+
+def _read_text(spark: SparkSession, paths, root: str, cfg: IngestSection) -> StageResult:
+    df = spark.read.text(paths, wholetext=True).select(F.col("value").alias(cfg.text_column),
+                                                       _relative_source(root).alias("_src"))
+    return _read_table(df, root, cfg, file_source=F.col("_src"))
+
+
+def _read_path(spark: SparkSession, path: str, cfg: IngestSection, fmt: str) -> list[StageResult]:
+    from shardforge.ingest.readers.files import InputFile, format_of
+
+    local = path[len("file://"):] if path.startswith("file://") else path
+    kind = detect_format(path) if fmt in ("auto", "", None) else fmt
+    if kind == "delta":
+        return [_read_table(spark.read.format("delta").load(path), path, cfg, file_source=F.lit(Path(path).name))]
+    if fmt in ("auto", "", None) and "://" not in local:
+        return _read_files(spark, path, cfg)          # per file, by extension (mixed folders too)
+    if kind in ("warc", "webdataset") or (kind == "jsonl" and (format_of(local) or "").startswith("jsonl.")):
+        if "://" not in local and os.path.isdir(local):
+            from shardforge.ingest.readers.files import list_inputs
+
+            files = [InputFile(f.path, f.source, kind if kind in ("warc", "webdataset") else f.format)
+                     for f in list_inputs(path)]
+        else:
+            name = Path(local.split("?", 1)[0]).name
+            files = [InputFile(path, name, kind if kind in ("warc", "webdataset") else format_of(local))]
+        return [r for r, _ in _python_read(spark, files, cfg)]
+    if kind == "jsonl":
+        return [_read_jsonl(spark, path, cfg, path)]
+    if kind == "parquet":
+        return [_read_table(spark.read.parquet(path), path, cfg, file_source=_relative_source(path))]
+    if kind == "text":
+        return [_read_text(spark, path, path, cfg)]
+    raise InputError(f"{path}: unsupported input format {kind!r}")
+
+
+def read_documents(spark: SparkSession, paths: str | list[str] | tuple[str, ...], cfg: IngestSection,
+                   fmt: str = "auto") -> StageResult:
+    """Read every path as documents; kept and rejected together account for every input row
+    (a WARC record of a type other than response/conversion is not a row: it is counted in
+    the `input_records` extra, by file and type). `shared` holds the frames the Python readers
+    mark, for the runner to persist once."""
+    if isinstance(paths, str):
+        paths = [paths]
+    if not paths:
+        raise InputError("no input given: pass --input PATH or set pipeline.input")
+    results: list[tuple[str, StageResult]] = []
+    for path in paths:
+        check_exists(path)
+        results += [(path, r) for r in _read_path(spark, path, cfg, fmt)]
+    return merge_results(results)
+
+
+def merge_results(results: list[tuple[str, StageResult]]) -> StageResult:
+    """Kept rows by column name (`union_documents`), rejects appended, shared frames and
+    extras (unioned by name) carried along."""
+    kept = union_documents([(p, r.kept) for p, r in results])
+    rejected = results[0][1].rejected
+    for _, r in results[1:]:
+        rejected = rejected.unionByName(r.rejected)
+    shared = tuple(f for _, r in results for f in _frames(r.shared))
+    extras: dict[str, DataFrame] = {}
+    for _, r in results:
+        for k, v in r.extras.items():
+            extras[k] = extras[k].unionByName(v) if k in extras else v
+    return StageResult(kept, rejected, shared=shared or None, extras=extras)
+
+
+def _frames(shared) -> tuple:
+    if shared is None:
+        return ()
+    return tuple(shared) if isinstance(shared, (tuple, list)) else (shared,)

@@ -1,0 +1,1 @@
+"""The tokenize stage family: token ids of each document's text."""
