@@ -61,6 +61,9 @@ class IngestSection:
     extract_timeout: float = 20.0      # seconds of HTML extraction per page: invalid:extract_timeout
     max_member_bytes: int = 20_000_000  # WebDataset tar members larger than this: invalid:member_too_large
     image_max_pixels: int = 89_478_485  # WebDataset images above this width x height: invalid:too_many_pixels
+    # A JSONL line, a text file or a Parquet/Delta row's text larger than this: one reject
+    # invalid:record_too_large naming its file (local JSONL and text files are never held whole)
+    max_record_bytes: int = 32 << 20
 
 
 @dataclass(frozen=True)
@@ -378,6 +381,8 @@ def _check_ranges(name: str, obj: Any) -> None:
         raise ConfigError("clean.languages: needs clean.detect_language = true")
     if name == "ingest" and obj.extract_timeout <= 0:
         raise ConfigError(f"ingest.extract_timeout: must be > 0, got {obj.extract_timeout!r}")
+    if name == "ingest" and obj.max_record_bytes < 1:
+        raise ConfigError(f"ingest.max_record_bytes: must be >= 1, got {obj.max_record_bytes!r}")
     if name == "ingest" and obj.max_member_bytes < 1:
         raise ConfigError(f"ingest.max_member_bytes: must be >= 1, got {obj.max_member_bytes!r}")
     if name == "ingest" and obj.image_max_pixels < 1:

@@ -27,7 +27,26 @@ DEFAULTS = {
     "spark.ui.showConsoleProgress": "false",
     "spark.databricks.delta.schema.autoMerge.enabled": "false",
     "spark.sql.adaptive.enabled": "true",
+    # Batches follow row width, not only a row count: an Arrow batch to Python (mapInArrow) is
+    # cut at 64 MiB, and the vectorised Parquet reader decodes 1,024 rows at a time (not 4,096):
+    # 6 KB documents with 2,048 tokens each stay a few MB per batch.
+    "spark.sql.execution.arrow.maxBytesPerBatch": str(64 << 20),
+    "spark.sql.parquet.columnarReaderBatchSize": "1024",
 }
+
+
+def driver_memory(total_bytes: int | None = None) -> str:
+    """The heap of an embedded `local[...]` session: a quarter of the machine's memory, at
+    least 1 GiB and at most 32 GiB (Spark's own default, 1 GiB, is too small for real
+    documents: the tokenize stage's output alone can exhaust it). `spark-submit` and
+    `[spark] properties` ("spark.driver.memory") override it."""
+    if total_bytes is None:
+        try:
+            total_bytes = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        except (ValueError, OSError, AttributeError):   # pragma: no cover - not a POSIX machine
+            total_bytes = 4 << 30
+    mib = min(max(total_bytes // 4 >> 20, 1024), 32 << 10)
+    return f"{mib}m"
 
 
 def delta_package() -> str:
@@ -68,10 +87,12 @@ def spark_conf(cfg: SparkSection) -> dict[str, str]:
 
 
 def _local_conf(master: str) -> dict[str, str]:
-    """An embedded `local[...]` session binds to loopback only."""
+    """An embedded `local[...]` session binds to loopback only, with a heap sized from the
+    machine (`driver_memory`)."""
     if not master.startswith("local"):
         return {}
-    return {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1"}
+    return {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
+            "spark.driver.memory": driver_memory()}
 
 
 def get_spark(cfg: SparkSection | None = None, *, master: str | None = None):

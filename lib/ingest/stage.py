@@ -119,9 +119,14 @@ def declared_schema(cfg: IngestSection):
 
 
 def _read_jsonl(spark: SparkSession, path: str | list[str], cfg: IngestSection, root: str) -> StageResult:
-    """Plain JSONL files (a path or a list of files) by Spark's text reader (splittable)."""
+    """Plain JSONL files on a remote filesystem (a path or a list of files) by Spark's text
+    reader (splittable). A line over `ingest.max_record_bytes` is rejected after Spark read it
+    (local files go through the bounded Python reader instead, `readers.spark.jsonl`)."""
     lines = spark.read.text(path).select(F.col("value").alias("_line"), _relative_source(root).alias("_file"))
-    return _parse_jsonl(lines, cfg)
+    big = F.octet_length("_line") > cfg.max_record_bytes
+    res = _parse_jsonl(lines.filter(~big), cfg)
+    over = lines.filter(big).select(F.col("_file").alias("source"), F.octet_length("_line").alias("_size"))
+    return StageResult(res.kept, res.rejected.unionByName(_too_large(over, cfg, "line")))
 
 
 def _parse_jsonl(lines: DataFrame, cfg: IngestSection) -> StageResult:
@@ -187,8 +192,20 @@ def _read_table(df: DataFrame, path: str, cfg: IngestSection, *, file_source) ->
         *meta,
         *[F.col(f"`{c}`") for c in extra],
     )
+    big = F.octet_length("text") > cfg.max_record_bytes
     docs, missing = _split_missing_text(out)
-    return StageResult(_finish(docs), rejects(missing, "ingest", "invalid:missing_text"))
+    over = docs.filter(big).select("id", "source", F.octet_length("text").alias("_size"))
+    return StageResult(_finish(docs.filter(~big)), rejects(missing, "ingest", "invalid:missing_text")
+                       .unionByName(_too_large(over, cfg, "text")))
+
+
+def _too_large(df: DataFrame, cfg: IngestSection, what: str) -> DataFrame:
+    """REJECT rows `invalid:record_too_large` for rows of (`source`, `_size`[, `id`]): the record
+    is not kept in the rejects table (its size is the problem), only where it came from."""
+    return rejects(df.select(*(["id"] if "id" in df.columns else []), "source", "_size"), "ingest",
+                   "invalid:record_too_large",
+                   F.concat(F.col("source"), F.lit(f": {what} of "), F.col("_size").cast("string"),
+                            F.lit(f" bytes > ingest.max_record_bytes {cfg.max_record_bytes}")))
 
 
 def union_documents(frames: list[tuple[str, DataFrame]]) -> DataFrame:
@@ -209,16 +226,17 @@ def union_documents(frames: list[tuple[str, DataFrame]]) -> DataFrame:
 
 
 def _python_read(spark: SparkSession, files: list, cfg: IngestSection) -> list[tuple[StageResult, DataFrame | None]]:
-    """Compressed JSONL and WARC files, read by Python tasks (shardforge.ingest.readers). Each part
+    """JSONL (plain local files and compressed ones), WARC and WebDataset files, read by Python
+    tasks (shardforge.ingest.readers), a record at a time under `ingest.max_record_bytes`. Each part
     comes with its marked frame (persisted once by the runner) and, for WARC, the count of
     records by type (`input_records`)."""
     from shardforge.ingest.readers import spark as pyread
     from shardforge.ingest.readers.pages import PageLimits
 
     out = []
-    jsonl = [f for f in files if f.format.startswith("jsonl.")]
+    jsonl = [f for f in files if f.format.startswith("jsonl")]
     if jsonl:
-        marked = pyread.compressed_jsonl(spark, jsonl)
+        marked = pyread.jsonl(spark, jsonl, cfg.max_record_bytes)
         res = _parse_jsonl(marked.filter(F.col("_reason").isNull()).select("_line", "_file"), cfg)
         bad = marked.filter(F.col("_reason").isNotNull()).withColumnRenamed("_file", "source")
         rej = res.rejected.unionByName(rejects(bad, "ingest", F.col("_reason"), F.col("_detail")))
@@ -284,15 +302,30 @@ def _read_files(spark: SparkSession, path: str, cfg: IngestSection) -> list[Stag
     files = list_inputs(path)
     by = {fmt: [f for f in files if f.format == fmt] for fmt in {f.format for f in files}}
     parts = []
-    if "jsonl" in by:
-        parts.append(_read_jsonl(spark, [f.path for f in by["jsonl"]], cfg, path))
     if "parquet" in by:
         parts.append(_read_table(spark.read.parquet(*[f.path for f in by["parquet"]]), path, cfg,
                                  file_source=_relative_source(path)))
     if "text" in by:
-        parts.append(_read_text(spark, [f.path for f in by["text"]], path, cfg))
+        parts.append(_read_text_files(spark, by["text"], path, cfg))
     parts += [r for r, _ in _python_read(spark, [f for f in files if f.format in PYTHON_READ], cfg)]
     return parts
+
+
+def _read_text_files(spark: SparkSession, files: list, root: str, cfg: IngestSection) -> StageResult:
+    """Local text files, one document each; a file over `ingest.max_record_bytes` is not read:
+    it is one `invalid:record_too_large` reject naming it."""
+    sizes = [(f, os.path.getsize(f.path[len("file://"):] if f.path.startswith("file://") else f.path)) for f in files]
+    small = [f.path for f, size in sizes if size <= cfg.max_record_bytes]
+    big = [(f.source, size) for f, size in sizes if size > cfg.max_record_bytes]
+    if small:
+        res = _read_text(spark, small, root, cfg)
+    else:
+        empty = spark.createDataFrame([], f"`{cfg.text_column}` string, _src string")
+        res = _read_table(empty, root, cfg, file_source=F.col("_src"))
+    if big:
+        over = spark.createDataFrame(big, "source string, _size long")
+        res = StageResult(res.kept, res.rejected.unionByName(_too_large(over, cfg, "file")))
+    return res
 
 
 def _read_text(spark: SparkSession, paths, root: str, cfg: IngestSection) -> StageResult:
@@ -310,7 +343,8 @@ def _read_path(spark: SparkSession, path: str, cfg: IngestSection, fmt: str) -> 
         return [_read_table(spark.read.format("delta").load(path), path, cfg, file_source=F.lit(Path(path).name))]
     if fmt in ("auto", "", None) and "://" not in local:
         return _read_files(spark, path, cfg)          # per file, by extension (mixed folders too)
-    if kind in ("warc", "webdataset") or (kind == "jsonl" and (format_of(local) or "").startswith("jsonl.")):
+    if kind in ("warc", "webdataset") or (kind == "jsonl" and ("://" not in local
+                                                               or (format_of(local) or "").startswith("jsonl."))):
         if "://" not in local and os.path.isdir(local):
             from shardforge.ingest.readers.files import list_inputs
 
@@ -318,7 +352,7 @@ def _read_path(spark: SparkSession, path: str, cfg: IngestSection, fmt: str) -> 
                      for f in list_inputs(path)]
         else:
             name = Path(local.split("?", 1)[0]).name
-            files = [InputFile(path, name, kind if kind in ("warc", "webdataset") else format_of(local))]
+            files = [InputFile(path, name, kind if kind in ("warc", "webdataset") else format_of(local) or "jsonl")]
         return [r for r, _ in _python_read(spark, files, cfg)]
     if kind == "jsonl":
         return [_read_jsonl(spark, path, cfg, path)]

@@ -20,8 +20,8 @@ SUFFIXES = (
     (".tar.xz", "webdataset"),
     (".parquet", "parquet"), (".txt", "text"),
 )
-# read by Python tasks: shardforge.ingest.readers.streams (JSONL, WARC) and .wds (WebDataset tars)
-PYTHON_READ = ("jsonl.gz", "jsonl.bz2", "jsonl.zst", "warc", "webdataset")
+# read by Python tasks, a record at a time: shardforge.ingest.readers.streams (JSONL, WARC) and .wds (tars)
+PYTHON_READ = ("jsonl", "jsonl.gz", "jsonl.bz2", "jsonl.zst", "warc", "webdataset")
 
 
 @dataclass(frozen=True)

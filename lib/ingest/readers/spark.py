@@ -1,7 +1,7 @@
 """The Python-read formats on Spark: one task per file (up to `max_tasks`), rows streamed out
 in Arrow batches of at most `BATCH_ROWS` rows or `BATCH_BYTES` bytes of text.
 
-`compressed_jsonl(spark, files)`, `warc(spark, files, limits)` and `webdataset(spark, files,
+`jsonl(spark, files, max_record_bytes)`, `warc(spark, files, limits)` and `webdataset(spark, files,
 limits)` return the *marked* frame: every row the readers made, with `_reason` set on the
 rejected ones. The caller filters documents, rejects and skipped units (WARC record types,
 tar directories) from it and persists it once.
@@ -65,18 +65,44 @@ def _paths(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[str, str, str]]:
         yield from zip(*(b.column(i).to_pylist() for i in range(3)))
 
 
-def compressed_jsonl(spark: SparkSession, files: list[InputFile]) -> DataFrame:
-    """Lines of .jsonl.gz / .bz2 / .zst files: `_line`, `_file`; an unreadable or truncated
-    file adds one row with `_reason` invalid:unreadable_file."""
+SPLIT_BYTES = 64 << 20   # a plain JSONL file is read in splits of this many bytes, one task each
+
+
+def jsonl_splits(files: list[InputFile], split_bytes: int = SPLIT_BYTES) -> list[tuple[str, str, str, int, int]]:
+    """(path, source, format, start, end) per task: a plain local JSONL file in byte ranges of
+    `split_bytes` (each split reads the lines that start in it), any other file whole (end -1)."""
+    import os
+
+    out = []
+    for f in files:
+        local = f.path[len("file://"):] if f.path.startswith("file://") else f.path
+        if f.format == "jsonl" and "://" not in local:
+            size = os.path.getsize(local)
+            for start in range(0, max(size, 1), split_bytes):
+                out.append((f.path, f.source, f.format, start, min(start + split_bytes, size)))
+        else:
+            out.append((f.path, f.source, f.format, 0, -1))
+    return out
+
+
+def jsonl(spark: SparkSession, files: list[InputFile], max_record_bytes: int) -> DataFrame:
+    """Lines of JSONL files, plain (local, in byte-range splits) or .gz / .bz2 / .zst: `_line`,
+    `_file`; a line over `max_record_bytes` is a row with `_reason` invalid:record_too_large
+    (never held whole), an unreadable or truncated file one row with invalid:unreadable_file."""
     from shardforge.ingest.readers.streams import jsonl_lines
 
     def run(batches):
         def rows():
-            for path, source, fmt in _paths(batches):
-                yield from jsonl_lines(path, source, fmt)
+            for b in batches:
+                for path, source, fmt, start, end in zip(*(b.column(i).to_pylist() for i in range(5))):
+                    yield from jsonl_lines(path, source, fmt, max_record_bytes, start, None if end < 0 else end)
         yield from _batches(rows(), LINES)
 
-    return _files_frame(spark, files).mapInArrow(run, _spark_schema(LINES))
+    splits = jsonl_splits(files)
+    n = max(1, min(len(splits), 10_000))
+    frame = spark.createDataFrame(spark.sparkContext.parallelize(splits, n),
+                                  "path string, source string, format string, start long, end long")
+    return frame.mapInArrow(run, _spark_schema(LINES))
 
 
 def warc(spark: SparkSession, files: list[InputFile], limits: PageLimits) -> DataFrame:

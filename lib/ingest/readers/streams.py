@@ -1,5 +1,6 @@
-"""Pure per-file readers (no Spark): lines of compressed JSONL and pages of WARC/WET files,
-streamed record by record, so a task holds one record (at most `max_page_bytes`) at a time.
+"""Pure per-file readers (no Spark): lines of JSONL (plain or compressed) and pages of WARC/WET
+files, streamed record by record, so a task holds one record at a time (a JSONL line at most
+`ingest.max_record_bytes`, a page at most `max_page_bytes`).
 
 Every reader yields plain dicts and never raises for bad input: a file that cannot be
 opened, is corrupt or ends early yields, after the rows read before the damage, one row
@@ -83,9 +84,46 @@ def _error_row(source: str, reason: str, exc: BaseException | str) -> dict:
     return {"_file": source, "_reason": reason, "_detail": detail[:500]}
 
 
-def jsonl_lines(path: str, source: str, fmt: str) -> Iterator[dict]:
-    """{"_line", "_file"} per line of a compressed JSONL file (UTF-8, bad bytes as U+FFFD,
-    line ends \\n or \\r\\n); then, if the file is unreadable or ends early, one error row."""
+MAX_RECORD_BYTES = 32 << 20   # ingest.max_record_bytes' default
+_SKIP_CHUNK = 1 << 20
+
+
+def _too_large(source: str, where: str, size: int, cap: int) -> dict:
+    return _error_row(source, "invalid:record_too_large",
+                      f"{source}: line at {where}: {size} bytes > ingest.max_record_bytes {cap}")
+
+
+def _lines(stream, source: str, cap: int, start: int = 0, end: int | None = None) -> Iterator[dict]:
+    """The lines of a binary stream positioned at byte `start`, each at most `cap` bytes held:
+    a longer line is read through in chunks of 1 MiB (never held) and becomes one
+    `invalid:record_too_large` row naming its file and byte offset. With `end`, the lines that
+    start before `end` (the split's own lines; the caller placed `start` at a line start)."""
+    pos = start
+    while end is None or pos < end:
+        line = stream.readline(cap + 1)
+        if not line:
+            return
+        if len(line) > cap and not (len(line) == cap + 1 and line.endswith(b"\n")):
+            size = len(line)
+            while not line.endswith(b"\n"):
+                line = stream.readline(_SKIP_CHUNK)
+                if not line:
+                    break
+                size += len(line)
+            yield _too_large(source, f"byte {pos}", size - (1 if line.endswith(b"\n") else 0), cap)
+            pos += size
+            continue
+        pos += len(line)
+        yield {"_line": line.rstrip(b"\n").rstrip(b"\r").decode("utf-8", "replace"), "_file": source}
+
+
+def jsonl_lines(path: str, source: str, fmt: str, max_bytes: int = MAX_RECORD_BYTES,
+                start: int = 0, end: int | None = None) -> Iterator[dict]:
+    """{"_line", "_file"} per line of a JSONL file, plain or compressed (UTF-8, bad bytes as
+    U+FFFD, line ends \\n or \\r\\n), holding at most `max_bytes` of a line (longer lines:
+    one `invalid:record_too_large` row each); then, if the file is unreadable or ends early, one
+    error row. A plain file is read from byte `start` to `end` (a split: its first line is the
+    one after the first \\n at or after `start - 1`, its last the one that starts before `end`)."""
     errors = _errors()
     try:
         raw = open_raw(path)
@@ -93,9 +131,21 @@ def jsonl_lines(path: str, source: str, fmt: str) -> Iterator[dict]:
         yield _error_row(source, "invalid:unreadable_file", exc)
         return
     try:
+        if fmt == "jsonl":
+            with raw, io.BufferedReader(raw, 1 << 16) if not isinstance(raw, io.BufferedIOBase) else raw as stream:
+                if start > 0:
+                    stream.seek(start - 1)
+                    skipped = 0
+                    while True:                        # to the start of the split's first line
+                        chunk = stream.readline(_SKIP_CHUNK)
+                        skipped += len(chunk)
+                        if not chunk or chunk.endswith(b"\n"):
+                            break
+                    start = start - 1 + skipped
+                yield from _lines(stream, source, max_bytes, start, end)
+            return
         with raw, OPENERS[fmt](raw) as stream:
-            for line in io.BufferedReader(stream) if fmt == "jsonl.zst" else stream:
-                yield {"_line": line.rstrip(b"\n").rstrip(b"\r").decode("utf-8", "replace"), "_file": source}
+            yield from _lines(io.BufferedReader(stream) if fmt == "jsonl.zst" else stream, source, max_bytes)
     except errors as exc:
         yield _error_row(source, "invalid:unreadable_file", exc)
 

@@ -1,0 +1,79 @@
+"""The embedded session's defaults carry a real-size run: the heap follows the machine, and a
+tokenized pipeline over documents of ~6 KB with 1,000+ tokens each finishes with no memory
+setting passed (Spark's own 1 GiB heap did not: the curate stage ran out of it reading the
+tokenize stage's output)."""
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from shardforge.engine.session import DEFAULTS, _local_conf, driver_memory
+
+ROOT = Path(__file__).resolve().parent.parent
+GIB = 1 << 30
+
+
+@pytest.mark.parametrize("total, expected", [
+    (24 * GIB, "6144m"),        # a quarter
+    (2 * GIB, "1024m"),         # at least 1 GiB
+    (512 * GIB, "32768m"),      # at most 32 GiB
+    (6 * GIB + 123, "1536m"),   # whole MiB, rounded down
+])
+def test_the_heap_is_a_quarter_of_the_machine_between_1_and_32_gib(total, expected):
+    assert driver_memory(total) == expected
+
+
+def test_only_an_embedded_local_session_sizes_its_heap():
+    assert _local_conf("local[2]")["spark.driver.memory"] == driver_memory()
+    assert "spark.driver.memory" not in _local_conf("spark://127.0.0.1:7077")
+    assert DEFAULTS["spark.sql.execution.arrow.maxBytesPerBatch"] == str(64 << 20)
+
+
+def _documents(n: int, seed: int = 5) -> list[dict]:
+    """n documents of 5-7 KB: sentences of words drawn from a fixed vocabulary."""
+    rng = random.Random(seed)
+    vocab = [w for w in ("river harbour town market bridge winter summer north south merchant ship "
+                         "grain salt wool council charter mill road stone church school bell field "
+                         "forest lake valley hill castle tower gate wall street square fair").split()]
+    out = []
+    for i in range(n):
+        words, size = [], rng.randint(5000, 7000)
+        while sum(len(w) + 1 for w in words) < size:
+            words += [rng.choice(vocab) for _ in range(rng.randint(6, 14))]
+            words[-1] += f" {rng.randint(1000, 99999)}."
+        out.append({"id": f"d{i:05d}", "text": " ".join(words)})
+    return out
+
+
+@pytest.mark.slow
+def test_a_tokenized_pipeline_of_real_size_rows_runs_with_the_default_session(tmp_path):
+    from shardforge.tokenize.stage import train_bpe
+
+    docs = _documents(3000)
+    src = tmp_path / "docs.jsonl"
+    src.write_text("".join(json.dumps(d) + "\n" for d in docs))
+    tok = train_bpe([d["text"] for d in docs[:200]], str(tmp_path / "tok.json"), vocab_size=400)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_GATEWAY_PORT", "PYSPARK_SUBMIT_ARGS")}
+    proc = subprocess.run(
+        [sys.executable, "-m", "shardforge.engine.cli", "pipeline", "--input", str(src), "--output",
+         str(tmp_path / "out"), "--set", 'pipeline.stages=["ingest","tokenize","curate","build-shards"]',
+         "--set", f"tokenize.tokenizer={json.dumps(tok)}", "--set", "shards.num_shards=4"],
+        capture_output=True, text=True, cwd=ROOT, env=env, timeout=1200)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    manifest = json.loads((tmp_path / "out" / "shards" / "manifest.json").read_text())
+    assert manifest["total_rows"] == len(docs)
+    shards = tmp_path / "out" / "shards"
+    ids, tokens = [], []
+    for s in manifest["shards"]:
+        t = pq.read_table(shards / s["file"], columns=["id", "num_tokens"])
+        ids += t.column("id").to_pylist()
+        tokens += t.column("num_tokens").to_pylist()
+    assert sorted(ids) == [d["id"] for d in docs]
+    assert min(tokens) >= 1000, min(tokens)
