@@ -110,8 +110,9 @@ def accuracy() -> str:
     return dev + "\n\n" + independent
 
 
-def throughput(redactor, size: int, rounds: int, repeat: int) -> tuple[str, dict]:
-    docs = corpus.documents(size)
+def throughput(redactor, size: int, rounds: int, repeat: int, short_dense: bool = False) -> tuple[str, dict]:
+    docs = (corpus.documents(size, pii_every=500, doc_bytes=(800, 1_200)) if short_dense
+            else corpus.documents(size))
     size_mb = mb(docs)
     py = ensure_scrubadub()
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False, encoding="utf-8") as f:
@@ -134,8 +135,9 @@ def throughput(redactor, size: int, rounds: int, repeat: int) -> tuple[str, dict
                          "redact_cpu_ratio": sc["cpu_seconds"] / red_cpu, "detect_cpu_ratio": sc["cpu_seconds"] / det_cpu})
     finally:
         os.unlink(path)
-    lines = [f"Same {len(docs)} documents ({size_mb:.1f} MB of prose, code and log lines, one labeled snippet "
-             f"per ~2 KB), one core, one document at a time; {rounds} rounds, each timing `detect` and `redact` "
+    shape = "~1 KB each, one labeled snippet per ~500 characters" if short_dense else \
+        "4-40 KB each, one labeled snippet per ~2 KB"
+    lines = [f"Same {len(docs)} documents ({size_mb:.1f} MB of prose, code and log lines, {shape}), one core, one document at a time; {rounds} rounds, each timing `detect` and `redact` "
              f"({repeat} passes each, seconds per pass) and scrubadub {sc['version']} "
              f"({', '.join(sc['detectors'])}, one pass) one after the other:\n",
              "| round | load | `detect` s (MB/s) | `redact` s (MB/s) | scrubadub s (MB/s) | detect / scrubadub | "
@@ -187,7 +189,9 @@ def main(argv=None) -> int:
     ap.add_argument("--throughput-only", action="store_true", help="only the scrubadub comparison")
     ap.add_argument("--rounds", type=int, default=3, help="alternating throughput rounds")
     ap.add_argument("--repeat", type=int, default=5, help="passes of detect and of redact per round")
-    ap.add_argument("--out", default=str(HERE / "results" / "redact.md"))
+    ap.add_argument("--short-dense", action="store_true",
+                    help="throughput on ~1 KB documents with one labeled snippet per ~500 characters")
+    ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     from shardforge.redact.pii import Redactor
 
@@ -196,7 +200,8 @@ def main(argv=None) -> int:
     sizes = [1, 2, 4] if args.quick else [1, 2, 4, 8, 16]
     big = 5 if args.quick else 50
     cmd = "python bench/redact.py" + (" --quick" if args.quick else "") + (
-        " --throughput-only" if args.throughput_only else "")
+        " --throughput-only" if args.throughput_only else "") + (" --short-dense" if args.short_dense else "")
+    args.out = args.out or str(HERE / "results" / ("redact-short.md" if args.short_dense else "redact.md"))
     sections = [f"## PII redaction (`{cmd}`)\n",
                 f"Machine: {os.cpu_count()} cores, single core pinned, Python {platform.python_version()}; "
                 f"load average at the start {os.getloadavg()[0]:.2f}.\n"]
@@ -204,7 +209,7 @@ def main(argv=None) -> int:
         print("accuracy ...", flush=True)
         sections += ["### Accuracy per kind\n", accuracy() + "\n"]
     print("throughput vs scrubadub ...", flush=True)
-    md, tp = throughput(redactor, 1_000_000 if args.quick else 4_000_000, args.rounds, args.repeat)
+    md, tp = throughput(redactor, 1_000_000 if args.quick else 4_000_000, args.rounds, args.repeat, args.short_dense)
     sections += ["### Throughput, same run, same text\n", md]
     ratios = {}
     if not args.throughput_only:

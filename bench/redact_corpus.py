@@ -38,14 +38,15 @@ def labeled_snippets() -> list[str]:
     return [json.loads(line)["text"] for line in path.read_text(encoding="utf-8").splitlines()]
 
 
-def documents(total_bytes: int, seed: int = 7, pii_every: int = 2000) -> list[str]:
-    """Documents of ~4-40 KB each, about `total_bytes` in all, with one labeled
-    snippet (PII or hard negative) per ~`pii_every` characters."""
+def documents(total_bytes: int, seed: int = 7, pii_every: int = 2000,
+              doc_bytes: tuple[int, int] = (4_000, 40_000)) -> list[str]:
+    """Documents of `doc_bytes` (default ~4-40 KB) each, about `total_bytes` in all, with one
+    labeled snippet (PII or hard negative) per ~`pii_every` characters."""
     rng = random.Random(seed)
     snippets = labeled_snippets()
     docs, size = [], 0
     while size < total_bytes:
-        target = rng.randint(4_000, 40_000)
+        target = rng.randint(*doc_bytes)
         parts, n, since = [], 0, 0
         while n < target:
             r = rng.random()

@@ -77,3 +77,18 @@ def test_a_tokenized_pipeline_of_real_size_rows_runs_with_the_default_session(tm
         tokens += t.column("num_tokens").to_pylist()
     assert sorted(ids) == [d["id"] for d in docs]
     assert min(tokens) >= 1000, min(tokens)
+
+
+def test_the_fineweb_recipe_loads_with_fineweb_settings():
+    """conf/recipes/fineweb.toml as docs/web.md describes it (values from the FineWeb paper's
+    datatrove pipeline: 14 x 8 MinHash bands on 5-grams, English at 0.65, e-mail and IP PII)."""
+    from shardforge.config import load_config
+
+    cfg = load_config(ROOT / "conf" / "recipes" / "fineweb.toml")
+    assert cfg.pipeline.stages == ("ingest", "clean", "redact", "dedup", "tokenize", "curate", "build-shards")
+    assert cfg.quality.filters == ("gopher_repetition", "gopher_quality", "c4", "fineweb")
+    assert (cfg.clean.languages, cfg.clean.min_language_score) == (("en",), 0.65)
+    assert cfg.quality.c4_terminal_punct is False
+    assert (cfg.dedup.shingle_size, cfg.dedup.bands, cfg.dedup.rows, cfg.dedup.num_perm) == (5, 14, 8, 112)
+    assert (cfg.dedup.exact, cfg.dedup.near) == (False, True)
+    assert cfg.redact.kinds == ("EMAIL", "IP_ADDRESS")
