@@ -16,6 +16,10 @@ comes before it:
   (a hash sort of the row index). A window plays the part of a shuffle buffer, but
   it is computed, not filled, so it can be entered at any position.
 
+`window_bytes` here is a lane's budget: `ShardReader` passes `max(1, window_bytes // (2 *
+lanes))` of its own. loaders/README.md ("The order, exactly") states the whole definition,
+hash and key included, so the order can be computed without this module.
+
 Memory and time per epoch are O(number of row groups) for the block order (a numpy
 array, 32 bytes per row group) and O(rows in one window) per window entered; there
 is no array of all sample ids.

@@ -186,13 +186,12 @@ def run_with_stops(factory, *, epochs: int, stops=(), kind: str = "plain", worke
 # shardforge.loaders.assignment or state.rest / assignment.dropped.
 
 def epoch_order(path, **order) -> list[int]:
-    """The ids of one epoch in its order: rank 0 of 1, read as one batch. The order does not
-    depend on the world size, and a pass of one batch is the rank's part in order whatever
-    `lanes` is, so this is the epoch order itself."""
-    from shardforge.loaders import ShardReader
+    """The ids of one epoch in its order, computed from the documented definition
+    (tests/order_reference.py, which imports nothing of the loader); `order` takes the
+    loader's order arguments (seed, epoch, shuffle, window, window_bytes, lanes)."""
+    from order_reference import column_in_order
 
-    reader = ShardReader(path, rank=0, world_size=1, columns=["id"], **order)
-    return [i for t in reader.iter_tables(max(1, reader.total)) for i in t.column("id").to_pylist()]
+    return column_in_order(path, "id", **order)
 
 
 def per_rank(n: int, world: int, policy: str) -> int:
@@ -207,3 +206,11 @@ def stretch(seq: list, rank: int, world: int, policy: str) -> list:
     n = len(seq)
     q = per_rank(n, world, policy)
     return [seq[(rank * q + i) % n] for i in range(q)]
+
+
+def pack(docs: list[list[int]], length: int, eos: int | None = None) -> list[tuple[int, ...]]:
+    """Packed sequences by hand (loaders/README.md, "Packed token sequences"): the documents'
+    tokens one after another, `eos` after each when given; sequence j is stream[j*L : j*L + L + 1],
+    for every j whose L + 1 tokens are all in the stream."""
+    stream = [t for d in docs for t in d + ([eos] if eos is not None else [])]
+    return [tuple(stream[j * length:j * length + length + 1]) for j in range((len(stream) - 1) // length)]

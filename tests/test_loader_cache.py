@@ -1,7 +1,8 @@
 """The loader's remote shard cache, against a real build served by a real HTTP server on
 127.0.0.1 (tests/fileserver.py) that counts the requests: the second epoch fetches nothing,
 the budget holds at every fetch, LRU eviction, a corrupted copy is fetched again, and
-concurrent readers fetch a shard once. Expected rows and checksums come from the build's
+concurrent readers fetch a shard once (the others seen blocked on its lock file in the kernel's
+lock table, /proc/locks). Expected rows and checksums come from the build's
 files on disk (pyarrow, hashlib), not from the loader."""
 from __future__ import annotations
 
@@ -176,9 +177,29 @@ def test_lru_order(served, tmp_path):
             [os.path.basename(u) for u, _s, _b in (a, b, c)]
 
 
+def flock_state(path: str) -> tuple[int, int]:
+    """(held, waiting): flock locks granted on the file at `path`, and lock requests blocked on
+    it, as the kernel lists them in /proc/locks (a blocked request's line has "->")."""
+    st = os.stat(path)
+    ident = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    held = waiting = 0
+    with open("/proc/locks") as f:
+        for line in f:
+            fields = line.split()
+            if "FLOCK" in fields and fields[fields.index("FLOCK") + 4] == ident:
+                if "->" in fields:
+                    waiting += 1
+                else:
+                    held += 1
+    return held, waiting
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/locks"), reason="observes the waiting in /proc/locks (Linux)")
 def test_concurrent_readers_fetch_once(served, tmp_path):
-    """Four threads open one shard at once (the server holds the response so they overlap):
-    one GET, and every thread reads the whole, right file."""
+    """Four threads open one shard at once. The server holds the first GET until the test has
+    seen, in the kernel's lock table, the fetching thread hold the shard's lock file and the
+    three others blocked on it (the machine-wide lock that DataLoader workers share, not some
+    in-process wait); then one GET in all, and every thread reads the whole, right file."""
     from shardforge.loaders.cache import ShardCache
 
     folder, name = served
@@ -186,28 +207,38 @@ def test_concurrent_readers_fetch_once(served, tmp_path):
 
     def slow(method, path, rng):
         if method == "GET" and path.endswith(".parquet"):
-            hold.wait(5)
+            hold.wait(120)                      # released by the test (a liveness bound, not a timing)
 
     with FileServer(folder, on_request=slow) as srv:
         url, sha, size = _shards(folder, name, srv.url)[0]
         cache = ShardCache(str(tmp_path / "c"), size)
+        lock = os.path.join(cache.root, f"{sha}.lock")
         got: list[str] = []
 
         def reader():
             f = cache.open(url, sha, size, index=0)
             got.append(hashlib.sha256(f.read()).hexdigest())
 
-        threads = [threading.Thread(target=reader) for _ in range(4)]
-        for t in threads:
-            t.start()
-        while not srv.requests(".parquet"):      # the first fetch is at the server
-            time.sleep(0.01)
-        time.sleep(0.2)                          # the others are waiting on its lock
-        hold.set()
-        for t in threads:
-            t.join()
+        threads = [threading.Thread(target=reader, daemon=True) for _ in range(4)]
+        try:
+            for t in threads:
+                t.start()
+            seen = (0, 0)
+            for _ in range(6000):               # until the kernel shows it (a liveness bound)
+                seen = flock_state(lock) if os.path.exists(lock) else (0, 0)
+                if seen == (1, 3) or not any(t.is_alive() for t in threads):
+                    break
+                time.sleep(0.01)
+            assert seen == (1, 3), f"lock {lock}: {seen[0]} held, {seen[1]} waiting; want 1 and 3"
+            assert len(srv.requests(".parquet")) == 1 and not got       # one fetch in flight, nothing read
+            assert not os.path.exists(cache.path_of(sha))
+        finally:
+            hold.set()
+            for t in threads:
+                t.join(120)
         assert got == [sha] * 4
         assert len(srv.requests(".parquet")) == 1
+        assert flock_state(lock) == (0, 0)
 
 
 def test_stale_reservation_is_reclaimed(served, tmp_path):

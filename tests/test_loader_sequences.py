@@ -13,8 +13,9 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as hs
 
-from loader_helpers import log_reads, settle_read_ahead
-from shardforge.loaders import ShardReader, LoaderError
+from loader_helpers import log_reads, pack, settle_read_ahead
+from order_reference import column_in_order
+from shardforge.loaders import LoaderError
 from shardforge.loaders.tokens import SequenceReader
 from shardforge.shards.writer import WriterSettings, write_build
 
@@ -42,14 +43,14 @@ def build(tmp_path_factory):
 
 
 def expected(build, eos):
-    """The epoch's sequences computed from the row mode: documents in epoch order, tokens
-    concatenated with `eos` after each, cut every L tokens into rows of L + 1."""
-    rows = ShardReader(build, rank=0, world_size=1, columns=["tokens"], **ORDER)
-    stream = []
-    for t in rows.iter_tables(10_000):
-        for doc in t.column("tokens").to_pylist():
-            stream += doc + ([eos] if eos is not None else [])
-    return [tuple(stream[j * L:j * L + L + 1]) for j in range((len(stream) - 1) // L)], stream
+    """The epoch's sequences packed by hand: documents in the documented epoch order
+    (tests/order_reference.py, not the loader), tokens concatenated with `eos` after each,
+    cut every L tokens into rows of L + 1. Returns (sequences, stream)."""
+    docs = column_in_order(build, "tokens", **ORDER)
+    stream = [t for doc in docs for t in doc + ([eos] if eos is not None else [])]
+    want = pack(docs, L, eos)
+    assert want == [tuple(stream[j * L:j * L + L + 1]) for j in range((len(stream) - 1) // L)]
+    return want, stream
 
 
 @pytest.mark.parametrize("eos", [None, 2])
@@ -188,8 +189,13 @@ def test_real_dataloaders_resume_exactly_with_workers(build):
     again = StatefulDataLoader(ds(), batch_size=None, num_workers=2)
     again.load_state_dict(saved)
     rest = list(again)
-    assert all(torch.equal(a, b) for a, b in zip(head + rest, full)) and len(head + rest) == len(full)
-    assert full[0].shape == (2, L + 1) and full[0].dtype == torch.uint16
+    assert [b.tolist() for b in head + rest] == [b.tolist() for b in full]          # whole lists
+    assert full[0].shape == (2, L + 1) and all(b.shape[1] == L + 1 and b.dtype == torch.uint16 for b in full)
+    want, _ = expected(build, None)
+    got = [tuple(row) for b in full for row in b.tolist()]
+    assert sorted(got) == sorted(want)                          # the whole epoch (in lane order)
+    unbatched = [tuple(row) for b in StatefulDataLoader(ds(), batch_size=None, num_workers=0) for row in b.tolist()]
+    assert got == unbatched                                     # the workers' sequence is num_workers=0's
 
 
 def test_bad_token_columns_are_refused(tmp_path):
@@ -220,4 +226,6 @@ def test_builds_without_recorded_list_lengths_give_the_same_sequences(build, tmp
     new = SequenceReader(build, sequence_length=L, rank=0, world_size=1, **ORDER)
     again = SequenceReader(str(old), sequence_length=L, rank=0, world_size=1, **ORDER)
     assert new.total == again.total
-    assert all(np.array_equal(a, b) for a, b in zip(new.iter_sequences(B), again.iter_sequences(B)))
+    got_new = [tuple(int(x) for x in row) for chunk in new.iter_sequences(B) for row in chunk]
+    got_old = [tuple(int(x) for x in row) for chunk in again.iter_sequences(B) for row in chunk]
+    assert got_old == got_new == expected(build, None)[0]                          # whole lists

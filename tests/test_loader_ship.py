@@ -1,6 +1,7 @@
 """Worker batches through a reused shared-memory segment: what the training process unpickles
 equals the batch made in-process, segments are handed back and reused, nothing is left in
-/dev/shm, and torch's default collate for batch_size=None passes shipments through."""
+/dev/shm, and torch's default collate for batch_size=None passes shipments through; token
+sequences shipped from workers equal sequences packed by hand and num_workers=0's."""
 from __future__ import annotations
 
 import copy
@@ -213,3 +214,50 @@ def test_without_dev_shm_batches_travel_the_usual_way(tmp_path, monkeypatch):
     ds = ShardedDataset(str(tmp_path), rank=0, world_size=1, seed=1, batch_size=4, batched=True)
     got = [int(i) for b in DataLoader(ds, batch_size=None, num_workers=2) for i in b["id"]]
     assert sorted(got) == sorted(list(range(20)) + [100_000 + i for i in range(7)])
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="counts segment opens like the test above")
+@pytest.mark.parametrize("dtype,eos", [(pa.uint16(), None), (pa.int32(), 7)])
+def test_token_sequences_from_workers_are_the_hand_packed_epoch(tmp_path, shm_dir, monkeypatch, dtype, eos):
+    """TokenDataset's batches leave DataLoader workers as ArrayShipments (ship_array): what
+    the training process gets equals sequences packed by hand from the documented epoch
+    order, and num_workers=0's batches, in the token column's type."""
+    import random
+
+    from loader_helpers import pack
+    from order_reference import column_in_order
+    from shardforge.loaders import TokenDataset
+    from shardforge.shards.writer import WriterSettings, write_build
+
+    rng = random.Random(4)
+    write_build(str(tmp_path / "b"), [pa.table({
+        "id": pa.array(range(s * 1000, s * 1000 + n), pa.int64()),
+        "tokens": pa.array([[rng.randrange(8, 60000) for _ in range(rng.choice([0, 1, 3, 9, 20]))] for _ in range(n)],
+                           pa.list_(dtype))}) for s, n in enumerate([30, 0, 41, 17])],
+        settings=WriterSettings(row_group_rows=6))
+    length, batch = 8, 3
+    want = pack(column_in_order(str(tmp_path / "b"), "tokens", seed=3, window=2), length, eos)
+    assert len(want) > 10 * batch
+
+    def batches(workers: int) -> list:
+        ds = TokenDataset(str(tmp_path / "b"), sequence_length=length, eos_id=eos, rank=0, world_size=1, seed=3,
+                          window=2, batch_size=batch, batched=True)
+        return list(DataLoader(ds, batch_size=None, num_workers=workers))
+
+    opened = []
+    real_open = os.open
+
+    def counting_open(path, *args, **kw):
+        if str(path).startswith(shm_dir + "/"):
+            opened.append(os.path.basename(path))
+        return real_open(path, *args, **kw)
+
+    monkeypatch.setattr(S, "_MAPPINGS", None)
+    monkeypatch.setattr(os, "open", counting_open)
+    shipped = batches(2)
+    assert {n.split("-")[1] for n in opened} - {str(os.getpid())}, "no batch came through a worker's segment"
+    in_process = batches(0)
+    want_dtype = torch.uint16 if dtype == pa.uint16() else torch.int32
+    assert all(type(b) is torch.Tensor and b.dtype == want_dtype for b in shipped)
+    assert [b.tolist() for b in shipped] == [[list(s) for s in want[i:i + batch]] for i in range(0, len(want), batch)]
+    assert [b.tolist() for b in shipped] == [b.tolist() for b in in_process]
