@@ -237,3 +237,32 @@ def test_a_build_from_spark_tokenize_and_build_shards(spark, megatron, tmp_path)
     by_id = {f"d{i:03d}": reference.encode(t, add_special_tokens=False).ids + [1] for i, t in enumerate(texts)}
     assert got == [by_id[i] for i in ids]
     assert [1] in got                                        # the empty text: EOS alone
+
+
+def test_megatrons_gpt_dataset_packs_the_export_with_its_empty_documents(build, megatron, tmp_path):
+    """Megatron-Core's GPTDataset (the sample index of helpers.build_sample_idx and its
+    shuffles) over the export: every document is in its document index, and every sample is
+    the L + 1 tokens at j * L of the documents concatenated in that index's order; the
+    empty documents add nothing and break nothing."""
+    from types import SimpleNamespace
+
+    from megatron.core.datasets.blended_megatron_dataset_builder import BlendedMegatronDatasetBuilder
+    from megatron.core.datasets.gpt_dataset import GPTDataset, GPTDatasetConfig
+
+    prefix = str(tmp_path / "corpus")
+    export(build, prefix)
+    docs = expected_docs(build)
+    assert sum(1 for d in docs if not d) >= 9
+    length = 16
+    tokenizer = SimpleNamespace(vocab_size=65_536, eod=0, pad=0, unique_identifiers={"class": "test"})
+    cfg = GPTDatasetConfig(random_seed=7, sequence_length=length, blend=([prefix], None), split="1,0,0",
+                           tokenizer=tokenizer, reset_position_ids=False, reset_attention_mask=False,
+                           eod_mask_loss=False, create_attention_mask=False, path_to_cache=str(tmp_path / "cache"))
+    samples = (sum(map(len, docs)) - 1) // length
+    train, _, _ = BlendedMegatronDatasetBuilder(GPTDataset, [samples, None, None], lambda: True, cfg).build()
+    assert sorted(set(train.document_index.tolist())) == list(range(len(docs)))
+    stream = [t for d in train.document_index.tolist() for t in docs[d]]
+    assert len(train) == samples
+    got = [train[i]["tokens"].tolist() + train[i]["labels"].tolist()[-1:] for i in range(len(train))]
+    want = [stream[j * length: j * length + length + 1] for j in train.shuffle_index.tolist()]
+    assert got == want
