@@ -178,6 +178,10 @@ def test_bad_input_exits_2_with_one_line_and_publishes_nothing(build, tmp_path, 
     floats = tmp_path / "floats"
     write_build(str(floats), [pa.table({"id": pa.array(["a"]), "tokens": pa.array([[1.5]], pa.list_(pa.float32()))})])
     one_line([str(floats), prefix], "is list<element: float>, not a list of integers")
+    negative = tmp_path / "negative"
+    write_build(str(negative), [pa.table({"id": pa.array(["a", "b"]),
+                                          "tokens": pa.array([[5, 6], [7, -3, 8]], pa.list_(pa.int32()))})])
+    one_line([str(negative), prefix], "shard 0 rows 0..1: token ids -3..8; ids must be in 0..2147483647 (int32)")
     one_line([build, str(tmp_path / "missing" / "x")], "the folder of OUT_PREFIX")
     one_line([build, prefix, build], "has no OUT_PREFIX")
     one_line([build, prefix, "--weights", "1", "2"], "--weights gives 2 weights for 1 builds")

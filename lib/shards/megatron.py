@@ -15,7 +15,7 @@ the sequence index that ends each document). Promises:
   it); a null list, or a null token id, is an error naming the shard and row.
 * dtype uint16 when the column stores uint8 or uint16 (the tokenize stage's type for a
   vocabulary of at most 65,536 ids), int32 otherwise; int32 is also used when `append_eos`
-  does not fit uint16. Ids of a wider column outside int32's range are an error.
+  does not fit uint16. A negative id, or one of a wider column beyond int32, is an error.
 * `append_eos`: that id after every document (empty ones included, as the loader's packed
   sequences do), for builds tokenized without an EOS.
 * Streaming: memory is two row groups of the token column (one decoding, one being written
@@ -155,13 +155,13 @@ def _tokens(lists: pa.Array, dtype: np.dtype, eos: int | None, shard: int, row0:
         row = int(np.searchsorted(offsets, first, side="right")) - 1
         raise ExportError(f"shard {shard} row {row0 + row}: a null token id")
     flat = np.asarray(values)
+    top = np.iinfo(dtype).max
+    if len(flat) and (np.iinfo(flat.dtype).min < 0 or np.iinfo(flat.dtype).max > top):
+        lo, hi = int(flat.min()), int(flat.max())     # a signed or wider column: ids in 0..top
+        if lo < 0 or hi > top:
+            raise ExportError(f"shard {shard} rows {row0}..{row0 + len(offsets) - 2}: token ids {lo}..{hi}; "
+                              f"ids must be in 0..{top} ({dtype.name})")
     if flat.dtype != dtype:
-        info = np.iinfo(dtype)
-        if len(flat) and (np.iinfo(flat.dtype).min < info.min or np.iinfo(flat.dtype).max > info.max):
-            lo, hi = int(flat.min()), int(flat.max())
-            if lo < info.min or hi > info.max:
-                raise ExportError(f"shard {shard} rows {row0}..{row0 + len(offsets) - 2}: token ids "
-                                  f"{lo}..{hi} do not fit {dtype.name}")
         flat = flat.astype(dtype)
     lengths = np.diff(offsets).astype(np.int32)
     if eos is None:
