@@ -18,9 +18,9 @@ the sequence index that ends each document). Promises:
   does not fit uint16. A negative id, or one of a wider column beyond int32, is an error.
 * `append_eos`: that id after every document (empty ones included, as the loader's packed
   sequences do), for builds tokenized without an EOS.
-* Streaming: memory is two row groups of the token column (one decoding, one being written
-  and hashed in a second thread) plus fixed buffers, however large the build; the index's
-  arrays go through the temporary `.idx` file, not memory.
+* Streaming: memory is at most five row groups of the token column (one decoding, up to four
+  queued for the threads that write and hash) plus fixed buffers, however large the build;
+  the index's arrays go through the temporary `.idx` file, not memory.
 * Same build, same bytes: nothing depends on the clock, the machine or where the build is
   read from (a local folder or an fsspec URL: http(s)://, s3://, webhdfs, through
   `manifest.open_file`, as the loader reads).
@@ -60,6 +60,7 @@ VERSION = 1
 DTYPE_CODES = {"uint16": 8, "int32": 4}          # megatron.core.datasets.indexed_dataset.DType
 _COUNTS_AT = len(HEADER) + 8 + 1                  # sequence and document counts, after the dtype code
 _CHUNK = 1 << 20                                  # index entries per read-back chunk
+_QUEUED = 4                                       # row groups waiting for the writer threads, at most
 
 
 def _local(path: str) -> str:
@@ -204,13 +205,13 @@ class _Writer:
         self.idx.write(memoryview(np.ascontiguousarray(lengths, dtype="<i4")).cast("B"))
 
     def add(self, lengths: np.ndarray, tokens: np.ndarray) -> None:
-        """Queue one row group's documents; at most two groups wait to be written."""
+        """Queue one row group's documents; at most `_QUEUED` groups wait to be written."""
         self.rows += len(lengths)
         self.tokens += len(tokens)
         self.empty += int(np.count_nonzero(lengths == 0))
         data = memoryview(np.ascontiguousarray(tokens)).cast("B")
         self._pending.append((self._io.submit(self._write, lengths, data), self._hash.submit(self.bin_sha.update, data)))
-        while len(self._pending) > 1:
+        while len(self._pending) > _QUEUED:
             for f in self._pending.pop(0):
                 f.result()
 
