@@ -91,6 +91,7 @@ bench: setup
 	$(PY) bench/langid.py --per-language 200
 	$(PY) bench/realtext.py --out .bench/quality/corpus.jsonl
 	$(PY) bench/quality.py --corpus .bench/quality/corpus.jsonl
+	$(PY) bench/export_megatron.py --docs 100000 --length 2048 --rounds 3
 
 package: setup
 	$(PY) -m shardforge.deploy.packaging --dist dist

