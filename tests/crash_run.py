@@ -45,7 +45,7 @@ def install(point: str, flag: str) -> None:
 
         stage.connected_components = components
     elif point == "before-manifest":
-        from shardforge.shards.build import writer as shardio
+        from shardforge.shards import writer as shardio
 
         def write_manifest(*args, **kwargs):
             freeze(flag)
