@@ -151,8 +151,9 @@ def _records(recording: str) -> list[dict]:
     come out as `{...}{...}` on one line and an empty line: objects are read one after the
     other, whatever whitespace is between them."""
     decoder, out, pos = json.JSONDecoder(), [], 0
+    space = re.compile(r"\s*")
     while True:
-        pos = len(recording) - len(recording[pos:].lstrip())
+        pos = space.match(recording, pos).end()
         if pos == len(recording):
             return out
         record, pos = decoder.raw_decode(recording, pos)
