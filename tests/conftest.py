@@ -87,7 +87,8 @@ def minihadoop(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def s3_server(tmp_path_factory):
-    """One moto S3 server on 127.0.0.1 for the whole test session, with the bucket s3server.BUCKET."""
+    """One moto S3 server (an emulator of the S3 API, not AWS) on 127.0.0.1 for the whole test
+    session, with the bucket s3server.BUCKET."""
     from s3server import S3Server
 
     server = S3Server(str(tmp_path_factory.mktemp("s3") / "moto.log")).start()
@@ -121,3 +122,25 @@ def reference_run(spark, tmp_path_factory, request):
             assert code == 0
             done.write_text(worker or "main")
     return out
+
+
+@pytest.fixture
+def stage_runs(monkeypatch):
+    """The stages that really run in this process, in order: every stage function the runner
+    calls (`shardforge.engine.steps.<spec.function>`, looked up at each call) is wrapped to
+    record its stage's name before it runs. A stage the runner reuses is not called, so a
+    runner that recomputes a stage while reporting it reused shows up here."""
+    import shardforge.engine.steps as steps
+    from shardforge.stages import REGISTRY
+
+    calls: list[str] = []
+
+    def counted(name, real):
+        def run(*args, **kwargs):
+            calls.append(name)
+            return real(*args, **kwargs)
+        return run
+
+    for spec in REGISTRY.values():
+        monkeypatch.setattr(steps, spec.function, counted(spec.name, getattr(steps, spec.function)))
+    return calls

@@ -1,4 +1,4 @@
-"""A real S3 API on 127.0.0.1 for the object-store tests: moto's server (`moto[server]`), in a
+"""An S3 API emulator on 127.0.0.1 for the object-store tests (not AWS): moto's server (`moto[server]`), in a
 process of its own, with one bucket. `S3Server().start()`; `.env` is what a client process
 needs (keys, region, endpoint; no instance-metadata lookups); `.spark_conf()` the s3a settings."""
 from __future__ import annotations

@@ -2,16 +2,21 @@
 them (a kept document, a document clean drops, a malformed JSONL line, an exact duplicate,
 a URL with credentials, a pseudonym key from the environment); after a real run, download
 included, no file under the output but raw/ holds any of them: Parquet decoded (values and
-footer statistics), Delta logs, JSON, HTML, and the run's log. With rejects.record =
-"original" they appear only in rejects/ and raw/, and the run warns."""
+footer statistics), Delta logs, JSON, HTML, and the run's log; each canary is searched
+verbatim and encoded (percent-encoded, base64, Basic auth's `user:password`, a card number's
+digits with separators). With rejects.record = "original" they appear only in rejects/ and
+raw/, and the run warns."""
 from __future__ import annotations
 
+import base64
 import gzip
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import quote, quote_plus
 
 import pyarrow.parquet as pq
 import pytest
@@ -40,6 +45,7 @@ CANARIES = {p: {"email": f"{p}.canary.{i}@fabrikam-mail.net",
                 "card": luhn(f"4556739{i:02d}{i * 7 % 10}{i * 3 % 10}1{i % 10}33")}
             for i, p in enumerate(PLACES)}
 URL_SECRETS = ("secretpass77", "tok3nCanaryValue9")
+URL_USER = "canary"
 
 
 def _text(place: str, pad: bool) -> str:
@@ -69,7 +75,7 @@ def _inputs(tmp: Path, base: str) -> tuple[Path, Path]:
     docs.write_text("\n".join(lines) + "\n")
     urls = tmp / "urls.csv"
     urls.write_text("url,caption\n"
-                    f"http://canary:{URL_SECRETS[0]}@{base.split('://')[1]}/pages/bread.html?token={URL_SECRETS[1]}&x=1,"
+                    f"http://{URL_USER}:{URL_SECRETS[0]}@{base.split('://')[1]}/pages/bread.html?token={URL_SECRETS[1]}&x=1,"
                     "a page\n")
     return docs, urls
 
@@ -109,19 +115,53 @@ def _texts_of(path: Path) -> list[str]:
     return [data.decode("utf-8", "replace")]
 
 
+def _forms(canary: str) -> re.Pattern:
+    """One pattern for a canary as it could be written: verbatim, percent-encoded (upper or
+    lower hex, quote and quote_plus), base64 (standard and URL-safe, of the value alone and,
+    for the URL's password, of the `user:password` pair Basic auth sends), and a card
+    number's digits with separators (spaces, dashes, dots) between them."""
+    forms = {canary, quote(canary, safe=""), quote_plus(canary, safe="")}
+    forms |= {re.sub(r"%[0-9A-F]{2}", lambda m: m.group(0).lower(), f) for f in list(forms)}
+    plain = [canary.encode()]
+    if canary == URL_SECRETS[0]:
+        plain.append(f"{URL_USER}:{canary}".encode())
+    for raw in plain:
+        for enc in (base64.b64encode(raw), base64.urlsafe_b64encode(raw)):
+            forms |= {enc.decode(), enc.decode().rstrip("=")}
+    alternatives = [re.escape(f) for f in sorted(forms)]
+    if canary.isdigit():
+        alternatives.append(r"[ \-.]?".join(canary))
+    return re.compile("|".join(alternatives))
+
+
+def test_encoded_forms_are_searched():
+    """The search itself: each encoded form of a canary is found, an unrelated text is not."""
+    card = CANARIES["kept"]["card"]
+    spaced = " ".join(card[i:i + 4] for i in range(0, len(card), 4))
+    email = CANARIES["kept"]["email"]
+    basic = base64.b64encode(f"{URL_USER}:{URL_SECRETS[0]}".encode()).decode()
+    for canary, text in ((card, f"card {spaced} on file"), (card, "-".join(card)),
+                         (email, "to=" + email.replace("@", "%40")), (email, "to=" + email.replace("@", "%40").lower()),
+                         (URL_SECRETS[0], f"Authorization: Basic {basic}"),
+                         (CANARIES["kept"]["key"], base64.b64encode(CANARIES["kept"]["key"].encode()).decode())):
+        assert _forms(canary).search(text), (canary, text)
+    assert not _forms(card).search("4556 7390 0000 0000") and not _forms(email).search("someone%40example.org")
+
+
 def _leaks(out: Path, log: str, skip: tuple[str, ...]) -> dict[str, list[str]]:
-    """{canary: [files holding it]} over every file under `out` (but `skip` folders) and the log."""
+    """{canary: [files holding it, in any form `_forms` knows]} over every file under `out`
+    (but `skip` folders) and the log."""
     found: dict[str, list[str]] = {}
-    canaries = _canaries()
+    canaries = {c: _forms(c) for c in _canaries()}
     files = [p for p in out.rglob("*") if p.is_file() and p.relative_to(out).parts[0] not in skip]
     assert any(p.suffix == ".parquet" for p in files) and any("_delta_log" in p.parts for p in files)
     for p in files:
         text = "\n".join(_texts_of(p))
-        for c in canaries:
-            if c in text:
+        for c, pattern in canaries.items():
+            if pattern.search(text):
                 found.setdefault(c, []).append(str(p.relative_to(out)))
-    for c in canaries:
-        if c in log:
+    for c, pattern in canaries.items():
+        if pattern.search(log):
             found.setdefault(c, []).append("<run log>")
     return found
 

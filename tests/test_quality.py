@@ -82,7 +82,14 @@ def test_each_rule_fires_on_its_document(text, group, rule):
 def test_a_zero_turns_a_rule_off():
     short = "word " * 10
     assert _one(short, filters=("gopher_quality",)) == "gopher_min_words"
-    assert _one(short, filters=("gopher_quality",), gopher_min_words=0) != "gopher_min_words"
+    # with the word count off, the same text meets the next rule that holds for it: "word" is
+    # 4 letters (a mean inside 3..10), no '#', bullet or ellipsis, every word alphabetic, and
+    # none of the default stop words ("the", "be", "to", ...): too few stop words
+    assert _one(short, filters=("gopher_quality",), gopher_min_words=0) == "gopher_min_stop_words"
+    # nine words with three stop words fail only the word count: with it off, nothing fails
+    few = "The cat and the dog sat with the bird."
+    assert _one(few, filters=("gopher_quality",)) == "gopher_min_words"
+    assert _one(few, filters=("gopher_quality",), gopher_min_words=0) is None
     dup = "\n".join([GOOD.split("\n")[0]] * 10)
     assert _one(dup, filters=("gopher_repetition",), gopher_max_dup_line_frac=0) == "gopher_max_dup_line_char_frac"
 

@@ -1,7 +1,8 @@
 """Crash and resume: the demo pipeline (download included) runs as `shardforge pipeline` in
 a subprocess, is frozen at a point and killed with SIGKILL (driver, JVM and workers), then
 the same command runs again. The rerun must exit 0, report where it resumed, reuse the
-stages that completed (from the report), and end with the curated rows, shard bytes and
+stages that completed (the report says so, and the stage functions that ran in this process,
+counted by `stage_runs`, are the others only), and end with the curated rows, shard bytes and
 build id of an uninterrupted run. Also: the run lock against a second run, a changed
 [dedup] key invalidating dedup and what follows only, and builds into two outputs at once.
 """
@@ -128,12 +129,14 @@ def _rejects(spark, out: Path) -> list[tuple]:
     return sorted((tuple(r) for r in rows.collect()), key=repr)
 
 
-def _rerun_matches(spark, capsys, out: Path, args: list[str], reference, resumed_from: str) -> dict:
+def _rerun_matches(spark, capsys, out: Path, args: list[str], reference, resumed_from: str, stage_runs) -> dict:
+    stage_runs.clear()
     code, err = _same_command(["pipeline", *args, "--output", str(out)], capsys)
     assert code == 0, err[-3000:]
     report = _report(out)
     assert report["resumed_from"] == resumed_from
     first = ORDER.index(resumed_from)
+    assert stage_runs == ORDER[first:]       # the stage functions that ran: none of the reused ones
     assert [s["name"] for s in report["stages"]] == ORDER
     assert [s["reused"] for s in report["stages"]] == [i < first for i in range(len(ORDER))]
     for s in report["stages"][:first]:   # reused: nothing recomputed, so no time spent on them
@@ -150,16 +153,16 @@ def _rerun_matches(spark, capsys, out: Path, args: list[str], reference, resumed
     return report
 
 
-def test_killed_after_clean_resumes_at_redact(setup, reference, spark, capsys):
+def test_killed_after_clean_resumes_at_redact(setup, reference, spark, capsys, stage_runs):
     d, args = setup
     out = d / "after-clean"
     _crash("after-clean", out, args)
     assert (out / "_run" / "clean" / "_COMPLETE.json").exists()
     assert not (out / "_run" / "redact" / "_COMPLETE.json").exists()
-    _rerun_matches(spark, capsys, out, args, reference, "redact")
+    _rerun_matches(spark, capsys, out, args, reference, "redact", stage_runs)
 
 
-def test_killed_in_dedup_resumes_at_dedup_and_holds_the_lock_meanwhile(setup, reference, spark, capsys):
+def test_killed_in_dedup_resumes_at_dedup_and_holds_the_lock_meanwhile(setup, reference, spark, capsys, stage_runs):
     d, args = setup
     out = d / "in-dedup"
     second = {}
@@ -174,7 +177,7 @@ def test_killed_in_dedup_resumes_at_dedup_and_holds_the_lock_meanwhile(setup, re
     assert f"held by pid {second['pid']} on" in second["err"]
     assert "Traceback" not in second["err"] and "stage " not in second["err"]   # stopped before any stage
     assert not (out / "report.json").exists()
-    report = _rerun_matches(spark, capsys, out, args, reference, "dedup")
+    report = _rerun_matches(spark, capsys, out, args, reference, "dedup", stage_runs)
     # frozen after the prepared rows, the signatures, the candidate edges, their ends and the
     # verified edges were written, before the connected components: the rerun reads those
     # back instead of recomputing them
@@ -182,21 +185,23 @@ def test_killed_in_dedup_resumes_at_dedup_and_holds_the_lock_meanwhile(setup, re
     assert not (out / "_checkpoints").exists()
 
 
-def test_changed_dedup_key_reruns_dedup_and_what_follows_only(setup, reference, spark, capsys):
+def test_changed_dedup_key_reruns_dedup_and_what_follows_only(setup, reference, spark, capsys, stage_runs):
     d, args = setup
     out = d / "in-dedup-copy"
     if not out.exists():
         pytest.skip("needs the crashed state the previous test copies")  # pragma: no cover
+    stage_runs.clear()
     code, err = _same_command(["pipeline", *args, "--output", str(out), "--set", "dedup.threshold=0.7"], capsys)
     assert code == 0, err[-3000:]
     report = _report(out)
     assert report["resumed_from"] == "dedup"
     assert {s["name"]: s["reused"] for s in report["stages"]} == {
         "ingest": True, "clean": True, "redact": True, "dedup": False, "curate": False, "build-shards": False}
+    assert stage_runs == ["dedup", "curate", "build-shards"]
     assert report["dedup_reused"] == []          # other settings: the killed attempt's signatures are stale
 
 
-def test_killed_before_manifest_keeps_the_previous_build_readable(setup, reference, spark, capsys):
+def test_killed_before_manifest_keeps_the_previous_build_readable(setup, reference, spark, capsys, stage_runs):
     from shardforge.loaders import ShardedDataset
     from shardforge.shards.manifest import read_manifest
     from loader_helpers import make_build
@@ -211,7 +216,7 @@ def test_killed_before_manifest_keeps_the_previous_build_readable(setup, referen
     assert read_manifest(str(out / "shards")).build_id == previous.build_id
     assert sorted(int(r["id"]) for r in reader) == sorted(
         s * 100_000 + i for s, n in enumerate([40, 0, 25]) for i in range(n))
-    _rerun_matches(spark, capsys, out, args, reference, "build-shards")
+    _rerun_matches(spark, capsys, out, args, reference, "build-shards", stage_runs)
     assert (out / "shards" / previous.build_id).is_dir()         # kept for readers that opened it
     assert sum(1 for _ in reader) == 65
 

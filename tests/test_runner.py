@@ -117,11 +117,12 @@ def _unfinish(out: Path, *drop_markers: str) -> None:
 
 
 @pytest.mark.slow
-def test_rerun_reuses_by_fingerprint_and_a_crash_after_the_curated_commit_adds_nothing(spark, tmp_path):
+def test_rerun_reuses_by_fingerprint_and_a_crash_after_the_curated_commit_adds_nothing(spark, tmp_path, stage_runs):
     """A completed stage is reused while its fingerprint holds; a changed section reruns it
     and everything after it (nothing before). A run killed after the curated MERGE but before
     curate's marker reruns curate against the version pinned at its start: the same rows are
-    kept and reported, none is merged twice."""
+    kept and reported, none is merged twice. Reuse is checked by the stage functions that
+    really ran (`stage_runs`), not only by the report."""
     from shardforge.curated.tables import table_version
     from shardforge.engine.runner import Runner, RunOptions
 
@@ -131,12 +132,15 @@ def test_rerun_reuses_by_fingerprint_and_a_crash_after_the_curated_commit_adds_n
     cfg = _cfg(inp, out, stages)
     first = _run(spark, cfg, keep_intermediate=True)
     assert first["resumed_from"] is None and not any(s["reused"] for s in first["stages"])
+    assert stage_runs == stages
     markers = {p.parent.name for p in (out / "_run").glob("*/_COMPLETE.json")}
     assert markers == set(stages)
     version = table_version(spark, str(out / "curated"))
 
     _unfinish(out, "curate")      # killed after the MERGE committed, before the marker
+    stage_runs.clear()
     again = _run(spark, cfg, keep_intermediate=True)
+    assert stage_runs == ["curate"]                     # the others were read back, not recomputed
     assert again["resumed_from"] == "curate"
     assert [s["reused"] for s in again["stages"]] == [True, True, True, True, False]
     assert again["stages"][-1]["kept"] == first["stages"][-1]["kept"] == 40
@@ -146,12 +150,16 @@ def test_rerun_reuses_by_fingerprint_and_a_crash_after_the_curated_commit_adds_n
     assert rejects.filter("stage = 'curate'").count() == 0
 
     # a finished run's intermediates are not resumed: the next run starts afresh
+    stage_runs.clear()
     fresh = _run(spark, cfg, keep_intermediate=True)
+    assert stage_runs == stages
     assert fresh["resumed_from"] is None and fresh["curated"]["inserted"] == 0
 
     _unfinish(out)
     changed = cfg.replace(redact=replace(cfg.redact, kinds=("EMAIL",)))
+    stage_runs.clear()
     third = Runner(spark, changed, Layout.for_output(str(out)), tuple(stages), RunOptions()).execute()
+    assert stage_runs == ["redact", "dedup", "curate"]
     assert {s["name"]: s["reused"] for s in third["stages"]} == {
         "ingest": True, "clean": True, "redact": False, "dedup": False, "curate": False}
     assert third["resumed_from"] == "redact"

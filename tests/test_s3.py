@@ -1,5 +1,8 @@
-"""The pipeline against a real S3 API (moto's server on 127.0.0.1, the session's `s3_server`),
-through Hadoop's S3A connector (hadoop-aws and its AWS SDK bundle from Maven Central).
+"""The pipeline against an S3 API emulator: moto's server (`moto[server]`, a local
+implementation of the S3 REST API, not AWS itself) on 127.0.0.1, the session's `s3_server`,
+reached through Hadoop's S3A connector (hadoop-aws and its AWS SDK bundle from Maven Central)
+and s3fs. What AWS does and moto may not (its consistency and throttling, multipart limits,
+IAM, real network faults) is not covered here.
 
 Checked: the curated Delta table, the rejects table, the report and the shard build land in
 `s3a://`; the shards' sha256 equal a local[2] run's; no shard was renamed or copied on the
@@ -103,6 +106,7 @@ def _recorder(server, action: str) -> str:
 
 
 def test_pipeline_writes_curated_rejects_report_and_shards_to_s3a(pipeline_run, s3, reference_run):
+    """Against moto's S3 emulator: the outputs land in s3a://, and its request log shows no copy."""
     root, recording = pipeline_run
     fs = s3fs_client(s3)
     manifest = json.loads(fs.cat_file(f"{root}/shards/manifest.json"))
@@ -119,11 +123,41 @@ def test_pipeline_writes_curated_rejects_report_and_shards_to_s3a(pipeline_run, 
            [(s["name"], s["kept"], s["rejected"]) for s in local_report["stages"]]
     assert not fs.exists(f"{root}/_lock.json") and not fs.exists(f"{root}/_run")
     # every shard was written once under its final name: no copy ("rename") and no temp name
-    shard_requests = [json.loads(line) for line in recording.splitlines()
-                      if line.strip() and "/shards/" in json.loads(line).get("url", "")]
+    shard_requests = _shard_requests(recording)
     puts = [r for r in shard_requests if r["method"] in ("PUT", "POST")]
-    assert puts and not [r for r in puts if any(k.lower() == "x-amz-copy-source" for k in r.get("headers", {}))]
+    assert puts and not [r for r in puts if "x-amz-copy-source" in r["headers"]]
     assert not [r for r in shard_requests if "_staging-" in r["url"] or ".tmp" in r["url"]]
+
+
+def _shard_requests(recording: str) -> list[dict]:
+    """The recorded requests under /shards/, each with its headers (names lower-cased). The
+    headers are required, not defaulted: a recorder that stopped recording them would make
+    the no-copy check above pass on nothing. Every request S3A sends is signed and names its
+    host, so each record must hold Authorization and Host headers."""
+    out = []
+    for record in _records(recording):
+        if "/shards/" not in record["url"]:
+            continue
+        assert isinstance(record.get("headers"), dict), f"a request recorded without its headers: {record['url']}"
+        headers = {k.lower(): v for k, v in record["headers"].items()}
+        assert {"authorization", "host"} <= set(headers), (record["method"], record["url"], sorted(headers))
+        out.append({**record, "headers": headers})
+    return out
+
+
+def _records(recording: str) -> list[dict]:
+    """The JSON objects of moto's request recording, in order. The recorder writes an object,
+    then a newline, from each of the server's threads, so two requests recorded at once can
+    come out as `{...}{...}` on one line and an empty line: objects are read one after the
+    other, whatever whitespace is between them."""
+    decoder, out, pos = json.JSONDecoder(), [], 0
+    space = re.compile(r"\s*")
+    while True:
+        pos = space.match(recording, pos).end()
+        if pos == len(recording):
+            return out
+        record, pos = decoder.raw_decode(recording, pos)
+        out.append(record)
 
 
 def _delta_rows(read, log_files) -> int:
@@ -149,6 +183,7 @@ def _cli(args: list[str], env: dict[str, str], timeout: float = 600) -> subproce
 
 
 def test_verify_and_inspect_read_s3a_and_s3(pipeline_run, s3):
+    """verify and inspect on the build in moto's S3 emulator, by s3a:// and s3://."""
     root, _ = pipeline_run
     env = clean_env(s3.env)
     for scheme in ("s3a", "s3"):
@@ -160,6 +195,7 @@ def test_verify_and_inspect_read_s3a_and_s3(pipeline_run, s3):
 
 
 def test_loader_reads_s3_in_the_order_of_the_local_build(pipeline_run, s3, reference_run):
+    """The loader reads the build from moto's S3 emulator through s3fs."""
     from shardforge.loaders import ShardedDataset
 
     remote = ShardedDataset(f"s3://{pipeline_run[0]}/shards", rank=0, world_size=1, seed=11, verify=True)
@@ -169,7 +205,7 @@ def test_loader_reads_s3_in_the_order_of_the_local_build(pipeline_run, s3, refer
 
 
 def test_killed_before_the_manifest_put_readers_keep_the_previous_build(s3, tmp_path):
-    """build-shards into s3a:// is frozen at its manifest PUT (tests/crash_run.py) and SIGKILLed:
+    """build-shards into s3a:// (moto's S3 emulator) is frozen at its manifest PUT (tests/crash_run.py) and SIGKILLed:
     its shards are all in b-<id>/, but no manifest names them. Readers, one opened before and
     one after, see the previous build. The next build removes the dead build's files."""
     from loader_helpers import make_build
@@ -219,6 +255,7 @@ def test_killed_before_the_manifest_put_readers_keep_the_previous_build(s3, tmp_
 
 
 def test_unreachable_endpoints_and_missing_credentials_are_one_line_errors(s3, tmp_path):
+    """A closed port instead of an endpoint, and moto's S3 emulator without keys: one-line errors."""
     from s3server import free_port
 
     closed = free_port()
