@@ -2,7 +2,7 @@
 Trainer's checkpoints, restored through the dataset's own `load_state_dict` (importable without
 transformers; it subclasses TrainerCallback only when transformers is installed).
 
-What the Trainer does by itself (read from transformers 5.x's trainer.py): on
+What the Trainer does by itself (read from transformers 5.24's trainer.py): on
 `train(resume_from_checkpoint=...)` it restores the model, optimizer, scheduler, RNG and its
 `TrainerState`, then, with `ignore_data_skip=False` (the default), replays the resumed epoch's
 first batches through Accelerate's `skip_first_batches`: exact, but the dataset reads and
@@ -25,8 +25,6 @@ try:
     _BASES: tuple = (TrainerCallback, ExportableState)
 except ImportError:  # pragma: no cover - depends on what is installed
     _BASES = (object,)
-
-KEY = "LoaderStateCallback"          # the Trainer files a callback's state under its class name
 
 
 class LoaderStateCallback(*_BASES):
@@ -81,11 +79,12 @@ class LoaderStateCallback(*_BASES):
         self.batches = 0
         if state.global_step == 0:
             return                   # a new run (the Trainer restores global_step from the checkpoint)
-        saved = (state.stateful_callbacks or {}).get(KEY)
+        key = type(self).__name__    # the Trainer files an ExportableState's state under its class name
+        saved = (state.stateful_callbacks or {}).get(key)
         if not isinstance(saved, dict) or "loader" not in saved.get("attributes", {}):
             raise LoaderError(f"resuming at global step {state.global_step} from a checkpoint without a "
-                              "LoaderStateCallback state (trainer_state.json has no 'stateful_callbacks' entry "
-                              f"{KEY!r}): it was saved without the callback")
+                              f"LoaderStateCallback state (trainer_state.json has no 'stateful_callbacks' entry "
+                              f"{key!r}): it was saved without the callback")
         self.restored = saved["attributes"]["loader"]
         self.dataset.load_state_dict(self.restored)
 
