@@ -1,0 +1,467 @@
+//! The quality rules for one document at a time, in the reference's order and with its
+//! definitions (shardforge/clean/quality/{gopher,ngrams,c4,fineweb}.py): each group returns the
+//! first rule the document fails (an index into REASONS) or None; C4 also gives the text with
+//! its lines removed. Every fraction is computed in f64 as num / den, 0 when den is 0.
+
+use hashbrown::HashTable;
+use rustc_hash::{FxHashMap, FxHasher};
+use std::hash::{Hash, Hasher};
+
+use crate::text::{count, cp_len, lower, ltrim, rtrim, split_newlines, split_ws, splitlines, trim, CharSet};
+use crate::tokenizer::Tokenizer;
+
+pub const REASONS: &[&str] = &[
+    "gopher_empty", "gopher_max_dup_para_frac", "gopher_max_dup_para_char_frac", "gopher_max_dup_line_frac",
+    "gopher_max_dup_line_char_frac", "gopher_top_2gram", "gopher_top_3gram", "gopher_top_4gram",
+    "gopher_dup_5gram", "gopher_dup_6gram", "gopher_dup_7gram", "gopher_dup_8gram", "gopher_dup_9gram",
+    "gopher_dup_10gram",
+    "gopher_min_words", "gopher_max_words", "gopher_min_avg_word_length", "gopher_max_avg_word_length",
+    "gopher_max_symbol_word_ratio", "gopher_max_bullet_lines_ratio", "gopher_max_ellipsis_lines_ratio",
+    "gopher_min_alpha_words_ratio", "gopher_min_stop_words",
+    "c4_lorem_ipsum", "c4_curly_bracket", "c4_min_sentences",
+    "fineweb_empty", "fineweb_min_line_punct_ratio", "fineweb_max_short_line_ratio",
+    "fineweb_max_dup_line_char_ratio", "fineweb_max_newline_word_ratio",
+];
+
+fn reason(name: &str) -> u8 {
+    REASONS.iter().position(|r| *r == name).expect("known reason") as u8
+}
+
+/// The QualitySection's values (0 = off), in the order Python hands them over.
+pub struct Params {
+    pub groups: [bool; 4],
+    pub rep: [f64; 4],                  // dup para frac, para char frac, line frac, line char frac
+    pub top: Vec<f64>,                  // n = 2, 3, 4
+    pub dup: Vec<f64>,                  // n = 5 ... 10
+    pub gq: [f64; 8],                   // min words, max words, min avg, max avg, symbol, bullet, ellipsis, alpha
+    pub min_stop: f64,
+    pub stop_words: Vec<String>,
+    pub c4_max_word_length: f64,
+    pub c4_flags: [bool; 6],            // citations, terminal punct, lorem, javascript, curly, policy
+    pub c4_min_words_per_line: f64,
+    pub c4_min_sentences: f64,
+    pub fw: [f64; 5],                   // punct ratio, short ratio, short length, dup char ratio, newline ratio
+}
+
+pub struct Classes {
+    pub ws: CharSet,
+    pub letter: CharSet,
+    pub punct: CharSet,
+    pub symbol: CharSet,
+    pub terminal: CharSet,
+    pub sentence_end: CharSet,
+    pub lower: FxHashMap<char, String>,
+}
+
+pub struct Kernel {
+    pub tok: Tokenizer,
+    pub cls: Classes,
+    memo: FxHashMap<Box<str>, Box<[(u32, u32)]>>,
+}
+
+const MEMO_MAX: usize = 1_000_000;
+
+#[inline]
+fn ratio(num: f64, den: f64) -> f64 {
+    if den != 0.0 { num / den } else { 0.0 }
+}
+
+fn hash_str(s: &str) -> u64 {
+    let mut h = FxHasher::default();
+    s.hash(&mut h);
+    h.finish()
+}
+
+/// How many pieces repeat an earlier one, and their code points.
+fn dups(pieces: &[&str]) -> (f64, f64) {
+    let mut seen: HashTable<usize> = HashTable::with_capacity(pieces.len());
+    let (mut n, mut chars) = (0usize, 0usize);
+    for (i, p) in pieces.iter().enumerate() {
+        let h = hash_str(p);
+        if seen.find(h, |&j| pieces[j] == *p).is_some() {
+            n += 1;
+            chars += cp_len(p);
+        } else {
+            seen.insert_unique(h, i, |&j| hash_str(pieces[j]));
+        }
+    }
+    (n as f64, chars as f64)
+}
+
+#[inline]
+fn mix(mut x: u64) -> u64 {
+    x ^= x >> 30;
+    x = x.wrapping_mul(0xBF58476D1CE4E5B9);
+    x ^= x >> 27;
+    x = x.wrapping_mul(0x94D049BB133111EB);
+    x ^ (x >> 31)
+}
+
+impl Kernel {
+    pub fn new(tok: Tokenizer, cls: Classes) -> Self {
+        Kernel { tok, cls, memo: FxHashMap::default() }
+    }
+
+    /// One whitespace-free chunk's tokens (byte ranges): letters-only chunks that are not a
+    /// special case are one token (as the reference), others spaCy's; memoised.
+    pub fn chunk_tokens(&mut self, chunk: &str) -> Result<&[(u32, u32)], String> {
+        if !self.memo.contains_key(chunk) {
+            let toks = if chunk.chars().all(|c| self.cls.letter.has(c)) && !self.tok.is_special(chunk) {
+                vec![(0, chunk.len() as u32)]
+            } else {
+                self.tok.tokenize(chunk, true)?
+            };
+            if self.memo.len() >= MEMO_MAX {
+                self.memo.clear();
+            }
+            self.memo.insert(chunk.into(), toks.into_boxed_slice());
+        }
+        Ok(&self.memo[chunk])
+    }
+
+    /// The words of a text (datatrove's split_into_words, whitespace tokens dropped).
+    pub fn words<'a>(&mut self, text: &'a str, out: &mut Vec<&'a str>) -> Result<(), String> {
+        let mut chunks = Vec::new();
+        split_ws(text, &self.cls.ws, &mut chunks);
+        for c in chunks {
+            for &(a, b) in self.chunk_tokens(c)? {
+                out.push(&c[a as usize..b as usize]);
+            }
+        }
+        Ok(())
+    }
+
+    pub fn repetition(&self, text: &str, words: &[&str], p: &Params) -> Option<u8> {
+        let chars = cp_len(text) as f64;
+        if chars == 0.0 {
+            return Some(0);
+        }
+        let mut paras = Vec::new();
+        split_newlines(trim(text, &self.cls.ws), 2, &mut paras);
+        let mut lines = Vec::new();
+        split_newlines(text, 1, &mut lines);
+        let (p_dup, p_chars) = dups(&paras);
+        let (l_dup, l_chars) = dups(&lines);
+        let fr = [ratio(p_dup, paras.len() as f64), ratio(p_chars, chars), ratio(l_dup, lines.len() as f64),
+                  ratio(l_chars, chars)];
+        for k in 0..4 {
+            if p.rep[k] != 0.0 && fr[k] > p.rep[k] {
+                return Some(1 + k as u8);
+            }
+        }
+        // token ids (equal strings, equal ids), lengths, hashes
+        let mut ids: Vec<u32> = Vec::with_capacity(words.len());
+        let mut lens: Vec<u64> = Vec::with_capacity(words.len());
+        let mut table: HashTable<(u64, u32)> = HashTable::with_capacity(words.len());
+        let mut first: Vec<usize> = Vec::new();
+        for (i, w) in words.iter().enumerate() {
+            let h = hash_str(w);
+            let id = match table.find(h, |&(hh, id)| hh == h && words[first[id as usize]] == *w) {
+                Some(&(_, id)) => id,
+                None => {
+                    let id = first.len() as u32;
+                    first.push(i);
+                    table.insert_unique(h, (h, id), |&(hh, _)| hh);
+                    id
+                }
+            };
+            ids.push(id);
+            lens.push(cp_len(w) as u64);
+        }
+        let m = ids.len();
+        // window hashes for n = 1, 2, ...: h_n[i] = mix(h_{n-1}[i] ^ id[i + n - 1])
+        let mut wh: Vec<u64> = ids.iter().map(|&x| mix(x as u64 + 1)).collect();
+        let mut wl: Vec<u64> = lens.clone();
+        let mut no_repeats = false;
+        for n in 2..=10usize {
+            if m < n {
+                break;
+            }
+            let cnt = m - n + 1;
+            for i in 0..cnt {
+                wh[i] = mix(wh[i] ^ (ids[i + n - 1] as u64).wrapping_add(n as u64 * 0x9E3779B97F4A7C15));
+                wl[i] += lens[i + n - 1];
+            }
+            let frac = if n <= 4 { p.top.get(n - 2) } else { p.dup.get(n - 5) };
+            let frac = match frac { Some(&f) if f != 0.0 => f, _ => continue };
+            let same = |a: usize, b: usize| ids[a..a + n] == ids[b..b + n];
+            if n <= 4 {
+                let mut t: HashTable<(usize, u32)> = HashTable::with_capacity(cnt);
+                for i in 0..cnt {
+                    match t.find_mut(wh[i], |e| same(e.0, i)) {
+                        Some(e) => e.1 += 1,
+                        None => { t.insert_unique(wh[i], (i, 1), |e| wh[e.0]); }
+                    }
+                }
+                let mut best = (0u32, usize::MAX);
+                for &(s, c) in t.iter() {
+                    if c > best.0 || (c == best.0 && s < best.1) {
+                        best = (c, s);
+                    }
+                }
+                let top = (wl[best.1] + (n as u64 - 1)) * best.0 as u64;
+                if ratio(top as f64, chars) > frac {
+                    return Some(reason(&format!("gopher_top_{n}gram")));
+                }
+            } else {
+                if no_repeats {
+                    continue; // no repeated shorter n-gram: no repeated n-gram either
+                }
+                let mut t: HashTable<usize> = HashTable::with_capacity(cnt);
+                let (mut i, mut total, mut any) = (0usize, 0u64, false);
+                while i < cnt {
+                    if t.find(wh[i], |&j| same(j, i)).is_some() {
+                        total += wl[i];
+                        any = true;
+                        i += n;
+                    } else {
+                        t.insert_unique(wh[i], i, |&j| wh[j]);
+                        i += 1;
+                    }
+                }
+                if !any {
+                    no_repeats = true;
+                }
+                if ratio(total as f64, chars) > frac {
+                    return Some(reason(&format!("gopher_dup_{n}gram")));
+                }
+            }
+        }
+        None
+    }
+
+    pub fn quality(&self, text: &str, words: &[&str], p: &Params) -> Option<u8> {
+        let c = &self.cls;
+        let n_words = words.len() as f64;
+        let (mut n_ns, mut len_ns, mut alpha) = (0usize, 0usize, 0usize);
+        let mut stop_seen = vec![false; p.stop_words.len()];
+        for w in words {
+            if !w.chars().all(|ch| c.symbol.has(ch)) {
+                n_ns += 1;
+                len_ns += cp_len(w);
+            }
+            if w.chars().any(|ch| c.letter.has(ch)) {
+                alpha += 1;
+            }
+            if let Some(k) = p.stop_words.iter().position(|s| s == w) {
+                stop_seen[k] = true;
+            }
+        }
+        let n_ns = n_ns as f64;
+        let mean_len = ratio(len_ns as f64, n_ns);
+        let hashes = count(text, "#") as f64;
+        let ellipses = (count(text, "...") + count(text, "\u{2026}")) as f64;
+        let mut lines = Vec::new();
+        splitlines(text, &mut lines);
+        let (mut bullets, mut end_ell) = (0usize, 0usize);
+        for l in &lines {
+            let s = ltrim(l, &c.ws);
+            if s.starts_with('\u{2022}') || s.starts_with('-') {
+                bullets += 1;
+            }
+            let s = rtrim(l, &c.ws);
+            if s.ends_with("...") || s.ends_with('\u{2026}') {
+                end_ell += 1;
+            }
+        }
+        let n_lines = lines.len() as f64;
+        let stops = stop_seen.iter().filter(|&&x| x).count() as f64;
+        let g = &p.gq;
+        let checks = [
+            (g[0] != 0.0 && n_ns < g[0], "gopher_min_words"),
+            (g[1] != 0.0 && n_ns > g[1], "gopher_max_words"),
+            (g[2] != 0.0 && mean_len < g[2], "gopher_min_avg_word_length"),
+            (g[3] != 0.0 && mean_len > g[3], "gopher_max_avg_word_length"),
+            (g[4] != 0.0 && (ratio(hashes, n_words) > g[4] || ratio(ellipses, n_words) > g[4]),
+             "gopher_max_symbol_word_ratio"),
+            (g[5] != 0.0 && ratio(bullets as f64, n_lines) > g[5], "gopher_max_bullet_lines_ratio"),
+            (g[6] != 0.0 && ratio(end_ell as f64, n_lines) > g[6], "gopher_max_ellipsis_lines_ratio"),
+            (g[7] != 0.0 && ratio(alpha as f64, n_words) < g[7], "gopher_min_alpha_words_ratio"),
+            (p.min_stop != 0.0 && stops < p.min_stop, "gopher_min_stop_words"),
+        ];
+        checks.iter().find(|(hit, _)| *hit).map(|(_, name)| reason(name))
+    }
+
+    /// Sentences of one line as spaCy's sentencizer counts them (at least 1).
+    fn sentences(&mut self, line: &str) -> Result<usize, String> {
+        let mut toks = Vec::new();
+        self.words(line, &mut toks)?;
+        let c = &self.cls;
+        let (mut n, mut pending) = (1usize, false);
+        for t in toks {
+            let mut it = t.chars();
+            let first = it.next();
+            let term = first.is_some() && it.next().is_none() && c.sentence_end.has(first.unwrap());
+            let punct = term || t.chars().all(|ch| c.punct.has(ch));
+            if !punct {
+                if pending {
+                    n += 1;
+                }
+                pending = false;
+            } else if term {
+                pending = true;
+            }
+        }
+        Ok(n)
+    }
+
+    pub fn c4(&mut self, text: &str, p: &Params, out: &mut String) -> Result<Option<u8>, String> {
+        let [citations, terminal, lorem_on, js_on, curly_on, policy_on] = p.c4_flags;
+        let mut result: Option<u8> = None;
+        let mut kept: Vec<String> = Vec::new();
+        let mut words = Vec::new();
+        let mut low = String::new();
+        for line in text.split('\n') {
+            let stripped = trim(line, &self.cls.ws);
+            words.clear();
+            split_ws(stripped, &self.cls.ws, &mut words);
+            let maxlen = words.iter().map(|w| cp_len(w)).max().unwrap_or(0) as f64;
+            let t = if citations { remove_citations(stripped) } else { stripped.to_string() };
+            let mut drop = p.c4_max_word_length != 0.0 && maxlen > p.c4_max_word_length;
+            if terminal {
+                let ends = [".", "?", "!", "\"", "'"].iter().any(|e| t.ends_with(e));
+                drop |= !ends || t.ends_with("...");
+            }
+            drop |= (words.len() as f64) < p.c4_min_words_per_line;
+            lower(&t, &self.cls.lower, &mut low);
+            let lorem = lorem_on && !drop && low.contains("lorem ipsum");
+            drop |= lorem;
+            let js = js_on && !drop && low.contains("javascript");
+            drop |= js;
+            let curly = curly_on && !drop && t.contains('{');
+            drop |= curly;
+            if policy_on {
+                drop |= ["terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies", "use cookies"]
+                    .iter().any(|ph| low.contains(ph));
+            }
+            if result.is_none() && (lorem || curly) {
+                result = Some(reason(if lorem { "c4_lorem_ipsum" } else { "c4_curly_bracket" }));
+            }
+            if !drop {
+                kept.push(t);
+            }
+        }
+        if p.c4_min_sentences != 0.0 {
+            let mut sent = 0usize;
+            for l in &kept {
+                sent += self.sentences(l)?;
+            }
+            if (sent as f64) < p.c4_min_sentences && result.is_none() {
+                result = Some(reason("c4_min_sentences"));
+            }
+        }
+        let joined = kept.join("\n");
+        out.clear();
+        out.push_str(trim(&joined, &self.cls.ws));
+        Ok(result)
+    }
+
+    pub fn fineweb(&mut self, text: &str, p: &Params) -> Result<Option<u8>, String> {
+        let lines: Vec<&str> = text.split('\n').filter(|l| !trim(l, &self.cls.ws).is_empty()).collect();
+        let nl = lines.len() as f64;
+        if nl == 0.0 {
+            return Ok(Some(reason("fineweb_empty")));
+        }
+        let f = &p.fw;
+        if f[0] != 0.0 {
+            let ends = lines.iter().filter(|l| l.chars().last().is_some_and(|c| self.cls.terminal.has(c))).count();
+            if ratio(ends as f64, nl) < f[0] {
+                return Ok(Some(reason("fineweb_min_line_punct_ratio")));
+            }
+        }
+        if f[1] != 0.0 {
+            let short = lines.iter().filter(|l| cp_len(l) as f64 <= f[2]).count();
+            if ratio(short as f64, nl) > f[1] {
+                return Ok(Some(reason("fineweb_max_short_line_ratio")));
+            }
+        }
+        let newlines = count(text, "\n") as f64;
+        if f[3] != 0.0 {
+            let (_, dup_chars) = dups(&lines);
+            let chars = cp_len(text) as f64 - newlines;
+            if ratio(dup_chars, chars) > f[3] {
+                return Ok(Some(reason("fineweb_max_dup_line_char_ratio")));
+            }
+        }
+        if f[4] != 0.0 {
+            let mut w = Vec::new();
+            self.words(text, &mut w)?;
+            if ratio(newlines, w.len() as f64) > f[4] {
+                return Ok(Some(reason("fineweb_max_newline_word_ratio")));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The groups in FineWeb's order on one document: (first failed rule + 1, or 0; the text
+    /// after C4 when C4 ran, else None).
+    pub fn apply_one(&mut self, text: &str, p: &Params) -> Result<(u8, Option<String>), String> {
+        let mut cur: Option<String> = None;
+        let mut words: Vec<&str> = Vec::new();
+        let mut have_words = false;
+        for g in 0..4 {
+            if !p.groups[g] {
+                continue;
+            }
+            let got = match g {
+                0 | 1 => {
+                    if !have_words {
+                        self.words(text, &mut words)?;
+                        have_words = true;
+                    }
+                    if g == 0 { self.repetition(text, &words, p) } else { self.quality(text, &words, p) }
+                }
+                2 => {
+                    let mut out = String::new();
+                    let r = self.c4(text, p, &mut out)?;
+                    cur = Some(out);
+                    r
+                }
+                _ => {
+                    let t = cur.take();
+                    let r = self.fineweb(t.as_deref().unwrap_or(text), p)?;
+                    cur = t;
+                    r
+                }
+            };
+            if let Some(r) = got {
+                return Ok((r + 1, cur));
+            }
+        }
+        Ok((0, cur))
+    }
+}
+
+/// C4's citation marks removed: "[" digits "]", "[edit]", "[citation needed]".
+fn remove_citations(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = String::with_capacity(s.len());
+    let mut i = 0;
+    let mut copied = 0;
+    while i < b.len() {
+        if b[i] == b'[' {
+            let mut j = i + 1;
+            while j < b.len() && b[j].is_ascii_digit() {
+                j += 1;
+            }
+            let end = if j < b.len() && b[j] == b']' {
+                Some(j + 1)
+            } else if s[i..].starts_with("[edit]") {
+                Some(i + 6)
+            } else if s[i..].starts_with("[citation needed]") {
+                Some(i + 17)
+            } else {
+                None
+            };
+            if let Some(e) = end {
+                out.push_str(&s[copied..i]);
+                copied = e;
+                i = e;
+                continue;
+            }
+        }
+        i += 1;
+    }
+    out.push_str(&s[copied..]);
+    out
+}
