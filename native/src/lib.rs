@@ -8,6 +8,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
+mod multi;
 mod rules;
 mod text;
 mod tokenizer;
@@ -48,7 +49,7 @@ fn texts<'a>(offsets: &'a [i64], data: &'a [u8]) -> PyResult<Vec<&'a str>> {
 impl Quality {
     #[new]
     #[pyo3(signature = (prefix, suffix, infix, url, specials, classes, lower))]
-    fn new(prefix: &str, suffix: &str, infix: &str, url: Option<&str>, specials: Vec<(String, Vec<String>)>,
+    fn new(prefix: tokenizer::Runs, suffix: tokenizer::Runs, infix: tokenizer::Runs, url: Option<tokenizer::Runs>, specials: Vec<(String, Vec<String>)>,
            classes: Vec<Vec<(u32, u32)>>, lower: Vec<(char, String)>) -> PyResult<Self> {
         if classes.len() != 6 {
             return Err(PyValueError::new_err("classes: six range lists expected"));

@@ -6,16 +6,17 @@
 //! (special case, URL match, infix splits), then `_apply_special_cases` (special cases whose
 //! affix tokenization occurs as a run of the chunk's tokens). Tokens are byte ranges of the chunk.
 
-use fancy_regex::Regex;
 use rustc_hash::FxHashMap;
+
+use crate::multi::Multi;
 
 pub type Span = (u32, u32);
 
 pub struct Tokenizer {
-    prefix: Regex,
-    suffix: Regex,
-    infix: Regex,
-    url: Option<Regex>,
+    prefix: Multi,
+    suffix: Multi,
+    infix: Multi,
+    url: Option<Multi>,
     /// special case -> its tokens' byte lengths
     specials: FxHashMap<String, Vec<u32>>,
     /// special cases the phrase matcher looks for -> their affix tokenization (byte lengths)
@@ -23,22 +24,20 @@ pub struct Tokenizer {
     max_pattern: usize,
 }
 
-fn compile(what: &str, pattern: &str) -> Result<Regex, String> {
-    Regex::new(pattern).map_err(|e| format!("spaCy's {what} pattern does not compile: {e}"))
-}
+pub type Runs = Vec<(String, String)>;
 
 fn lengths(orths: &[String]) -> Vec<u32> {
     orths.iter().map(|o| o.len() as u32).collect()
 }
 
 impl Tokenizer {
-    pub fn new(prefix: &str, suffix: &str, infix: &str, url: Option<&str>,
+    pub fn new(prefix: Runs, suffix: Runs, infix: Runs, url: Option<Runs>,
                specials: Vec<(String, Vec<String>)>) -> Result<Self, String> {
         let mut t = Tokenizer {
-            prefix: compile("prefix", prefix)?,
-            suffix: compile("suffix", suffix)?,
-            infix: compile("infix", infix)?,
-            url: match url { Some(u) => Some(compile("url", u)?), None => None },
+            prefix: Multi::new("prefix", prefix)?,
+            suffix: Multi::new("suffix", suffix)?,
+            infix: Multi::new("infix", infix)?,
+            url: match url { Some(u) => Some(Multi::new("url", u)?), None => None },
             specials: FxHashMap::default(),
             matcher: FxHashMap::default(),
             max_pattern: 0,
@@ -71,26 +70,15 @@ impl Tokenizer {
     }
 
     fn find_prefix(&self, s: &str) -> Result<usize, String> {
-        match self.prefix.find(s).map_err(|e| e.to_string())? {
-            Some(m) => Ok(m.end() - m.start()),
-            None => Ok(0),
-        }
+        Ok(self.prefix.find(s)?.map_or(0, |(a, b)| b - a))
     }
 
     fn find_suffix(&self, s: &str) -> Result<usize, String> {
-        match self.suffix.find(s).map_err(|e| e.to_string())? {
-            Some(m) => Ok(m.end() - m.start()),
-            None => Ok(0),
-        }
+        Ok(self.suffix.find(s)?.map_or(0, |(a, b)| b - a))
     }
 
     fn find_infix(&self, s: &str) -> Result<Vec<(usize, usize)>, String> {
-        let mut out = Vec::new();
-        for m in self.infix.find_iter(s) {
-            let m = m.map_err(|e| e.to_string())?;
-            out.push((m.start(), m.end()));
-        }
-        Ok(out)
+        self.infix.find_iter(s)
     }
 
     fn push_special(&self, key: &str, at: usize, out: &mut Vec<Span>) -> bool {
@@ -164,7 +152,7 @@ impl Tokenizer {
         if a < b {
             let s = &chunk[a..b];
             let url = match &self.url {
-                Some(u) => u.is_match(s).map_err(|e| e.to_string())?,
+                Some(u) => u.is_match(s)?,
                 None => false,
             };
             if with_specials && self.push_special(s, a, &mut out) {

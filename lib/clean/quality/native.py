@@ -106,6 +106,68 @@ def rust_pattern(pattern: str) -> str:
     return "".join(out)
 
 
+_LOOKAROUND = re.compile(r"\(\?(?:=|!|<=|<!)")
+
+
+def _scan(p: str):
+    """(index, char, depth, in_class) for the unescaped characters of a translated pattern."""
+    depth, in_class, i = 0, False, 0
+    while i < len(p):
+        c = p[i]
+        if c == "\\":
+            i += 2
+            continue
+        if in_class:
+            in_class = c != "]"
+        elif c == "[":
+            in_class = True
+        elif c == "(":
+            depth += 1
+        elif c == ")":
+            depth -= 1
+        yield i, c, depth, in_class
+        i += 1
+
+
+def _branches(p: str) -> list[str]:
+    cuts = [i for i, c, depth, in_class in _scan(p) if c == "|" and depth == 0 and not in_class]
+    return [p[a + 1:b] for a, b in zip([-1] + cuts, cuts + [len(p)])]
+
+
+def _relax(p: str) -> str:
+    """`p` with its lookarounds made plain: positive ones consume what they look at, negative
+    ones are dropped. Wherever `p` matches, the result matches too, starting at most one
+    character earlier (a look-behind at the branch's start): the kernel's prefilter."""
+    while (m := _LOOKAROUND.search(p)) is not None:
+        open_depth = None
+        for i, c, depth, _ in _scan(p):
+            if i == m.start():
+                open_depth = depth
+            elif open_depth is not None and c == ")" and depth == open_depth - 1:
+                keep = m.group() in ("(?=", "(?<=")
+                p = p[:m.start()] + ("(?:" + p[m.end():i + 1] if keep else "") + p[i + 1:]
+                break
+        else:                                          # pragma: no cover - spaCy's patterns are balanced
+            raise ValueError("rust_pattern: unbalanced lookaround")
+    return p
+
+
+def runs(pattern: str) -> list[tuple[str, str]]:
+    """A translated pattern as the kernel's runs of top-level alternatives, in order: (run,
+    "") for a run of alternatives without lookaround, (alternative, its prefilter) for each
+    alternative with one."""
+    if pattern.startswith("(?u)"):
+        pattern = pattern[4:]
+    out: list[tuple[list[str], bool]] = []
+    for b in _branches(pattern):
+        fancy = _LOOKAROUND.search(b) is not None
+        if out and not fancy and not out[-1][1]:
+            out[-1][0].append(b)
+        else:
+            out.append(([b], fancy))
+    return [("|".join(bs), "|".join(_relax(b) for b in bs) if fancy else "") for bs, fancy in out]
+
+
 def _all_chars() -> pa.Array:
     return pa.array([chr(c) for c in range(sys.maxunicode + 1) if not 0xD800 <= c <= 0xDFFF], pa.string())
 
@@ -142,10 +204,10 @@ def kernel():
     url = tok.url_match.__self__.pattern if tok.url_match is not None else None
     if tok.token_match is not None:                  # pragma: no cover - spacy.blank("en") has none
         raise RuntimeError("spaCy's token_match is set: the kernel does not port it")
-    return native.Quality(rust_pattern(tok.prefix_search.__self__.pattern),
-                          rust_pattern(tok.suffix_search.__self__.pattern),
-                          rust_pattern(tok.infix_finditer.__self__.pattern),
-                          rust_pattern(url) if url else None, specials, classes, lower)
+    return native.Quality(runs(rust_pattern(tok.prefix_search.__self__.pattern)),
+                          runs(rust_pattern(tok.suffix_search.__self__.pattern)),
+                          runs(rust_pattern(tok.infix_finditer.__self__.pattern)),
+                          runs(rust_pattern(url)) if url else None, specials, classes, lower)
 
 
 @lru_cache(maxsize=1)
