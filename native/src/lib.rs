@@ -74,6 +74,11 @@ impl Quality {
         Ok(out)
     }
 
+    /// Forget the memoised chunk tokens (results never depend on them; only time does).
+    fn clear_memo(&mut self) {
+        self.k.clear_memo();
+    }
+
     /// The words of each text, as the rules count them.
     fn words(&mut self, texts: Vec<String>) -> PyResult<Vec<Vec<String>>> {
         let mut out = Vec::new();

@@ -102,6 +102,10 @@ impl Kernel {
         Kernel { tok, cls, memo: FxHashMap::default() }
     }
 
+    pub fn clear_memo(&mut self) {
+        self.memo.clear();
+    }
+
     /// One whitespace-free chunk's tokens (byte ranges): letters-only chunks that are not a
     /// special case are one token (as the reference), others spaCy's; memoised.
     pub fn chunk_tokens(&mut self, chunk: &str) -> Result<&[(u32, u32)], String> {
