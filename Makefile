@@ -92,8 +92,9 @@ bench: setup
 	$(PY) bench/realtext.py --out .bench/quality/corpus.jsonl
 	$(PY) bench/quality.py --corpus .bench/quality/corpus.jsonl
 
+# --venv-archive: the wheel (with the compiled quality kernel) in a venv for spark.archives
 package: setup
-	$(PY) -m shardforge.deploy.packaging --dist dist
+	$(PY) -m shardforge.deploy.packaging --dist dist --venv-archive
 
 clean-out:
 	rm -rf out spark-warehouse metastore_db derby.log
