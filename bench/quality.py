@@ -170,12 +170,12 @@ def agreement(mine: list[str], theirs: list[str]) -> dict:
 
 
 def main(argv=None) -> int:
-    from shardforge.config import QualitySection
-
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--corpus", default=str(ROOT / ".bench" / "quality" / "corpus.jsonl"))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--reference-rounds", type=int, default=1)
+    ap.add_argument("--part", choices=("all", "decisions", "throughput"), default="all",
+                    help="run one half (results merge into --out)")
     ap.add_argument("--cpu", type=int, default=None, help="pin this process and datatrove's to one core")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "quality.json"))
     args = ap.parse_args(argv)
@@ -187,6 +187,24 @@ def main(argv=None) -> int:
     mb = sum(len(t.encode("utf-8")) for t in texts) / 1e6
     result: dict = {"documents": len(texts), "megabytes": round(mb, 2), "corpus": str(corpus), "cpus": os.cpu_count(),
                     "pinned_to": sorted(os.sched_getaffinity(0)), "groups": {}}
+    out_path = Path(args.out)
+    if args.part != "all" and out_path.exists():
+        result = {**json.loads(out_path.read_text()), **{k: v for k, v in result.items() if k != "groups"}}
+        result.setdefault("groups", {})
+    if args.part != "throughput":
+        decisions(texts, corpus, result)
+    if args.part != "decisions":
+        throughput(texts, corpus, mb, result, args)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    out_path.write_text(json.dumps(result, indent=2) + "\n")
+    print(json.dumps(result.get("throughput", {}), indent=2))
+    return 0
+
+
+def decisions(texts: list[str], corpus: Path, result: dict) -> None:
+    """Per-rule agreement with datatrove, and the kernel's differences from the reference."""
+    from shardforge.config import QualitySection
+
     cache = corpus.with_suffix(".datatrove-decisions.json")   # decisions do not change between runs
     if cache.exists() and json.loads(cache.read_text()).get("corpus_bytes") == corpus.stat().st_size:
         dt = json.loads(cache.read_text())["decisions"]
@@ -204,6 +222,12 @@ def main(argv=None) -> int:
                     if h is not None and m == "keep"]
             result["groups"][g]["kept_text_identical"] = round(sum(same) / max(len(same), 1), 5)
         print(g, json.dumps(result["groups"][g]), flush=True)
+
+
+def throughput(texts: list[str], corpus: Path, mb: float, result: dict, args) -> None:
+    """The four groups chained, cold rounds alternated, plus one warm-memo measurement."""
+    from shardforge.config import QualitySection
+
     fineweb_set = QualitySection(filters=GROUPS, c4_terminal_punct=False)
     sides = ["shardforge", "datatrove"] + (["shardforge_reference"] if args.reference_rounds else [])
     secs: dict = {k: [] for k in sides}
@@ -239,10 +263,6 @@ def main(argv=None) -> int:
         "ratio_shardforge_over_datatrove_cpu": round(med_cpu["datatrove"] / med_cpu["shardforge"], 2),
         "ratio_shardforge_over_datatrove_wall": round(med["datatrove"] / med["shardforge"], 2),
         "load_average_after": os.getloadavg()}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2) + "\n")
-    print(json.dumps(result["throughput"], indent=2))
-    return 0
 
 
 if __name__ == "__main__":
