@@ -148,11 +148,12 @@ def ours(texts: list[str], q, reference: bool = False) -> tuple[list[str], list]
 
 def _cold() -> None:
     """Both shardforge paths start without memoised chunk tokens."""
-    from shardforge.clean.quality import words
+    import importlib
+
     from shardforge.clean.quality.native import kernel
 
     kernel().clear_memo()
-    words._memo.clear()
+    importlib.import_module("shardforge.clean.quality.words")._memo.clear()
 
 
 def agreement(mine: list[str], theirs: list[str]) -> dict:
