@@ -56,7 +56,10 @@ pub struct Classes {
 pub struct Kernel {
     pub tok: Tokenizer,
     pub cls: Classes,
-    memo: FxHashMap<Box<str>, Box<[(u32, u32)]>>,
+    memo: HashTable<u32>,                       // index into memo_entries
+    memo_entries: Vec<(u64, Box<str>, Box<[(u32, u32)]>)>,
+    /// words of the text C4 gave (set by c4 when it counted sentences, read by fineweb)
+    c4_words: Option<usize>,
 }
 
 const MEMO_MAX: usize = 1_000_000;
@@ -99,28 +102,35 @@ fn mix(mut x: u64) -> u64 {
 
 impl Kernel {
     pub fn new(tok: Tokenizer, cls: Classes) -> Self {
-        Kernel { tok, cls, memo: FxHashMap::default() }
+        Kernel { tok, cls, memo: HashTable::new(), memo_entries: Vec::new(), c4_words: None }
     }
 
     pub fn clear_memo(&mut self) {
         self.memo.clear();
+        self.memo_entries.clear();
     }
 
     /// One whitespace-free chunk's tokens (byte ranges): letters-only chunks that are not a
     /// special case are one token (as the reference), others spaCy's; memoised.
     pub fn chunk_tokens(&mut self, chunk: &str) -> Result<&[(u32, u32)], String> {
-        if !self.memo.contains_key(chunk) {
-            let toks = if chunk.chars().all(|c| self.cls.letter.has(c)) && !self.tok.is_special(chunk) {
-                vec![(0, chunk.len() as u32)]
-            } else {
-                self.tok.tokenize(chunk, true)?
-            };
-            if self.memo.len() >= MEMO_MAX {
-                self.memo.clear();
-            }
-            self.memo.insert(chunk.into(), toks.into_boxed_slice());
+        let h = hash_str(chunk);
+        let entries = &self.memo_entries;
+        if let Some(&i) = self.memo.find(h, |&i| &*entries[i as usize].1 == chunk) {
+            return Ok(&self.memo_entries[i as usize].2);
         }
-        Ok(&self.memo[chunk])
+        let toks = if chunk.chars().all(|c| self.cls.letter.has(c)) && !self.tok.is_special(chunk) {
+            vec![(0, chunk.len() as u32)]
+        } else {
+            self.tok.tokenize(chunk, true)?
+        };
+        if self.memo_entries.len() >= MEMO_MAX {
+            self.clear_memo();
+        }
+        let i = self.memo_entries.len();
+        self.memo_entries.push((h, chunk.into(), toks.into_boxed_slice()));
+        let entries = &self.memo_entries;
+        self.memo.insert_unique(h, i as u32, |&j| entries[j as usize].0);
+        Ok(&self.memo_entries[i].2)
     }
 
     /// The words of a text (datatrove's split_into_words, whitespace tokens dropped).
@@ -286,10 +296,12 @@ impl Kernel {
         checks.iter().find(|(hit, _)| *hit).map(|(_, name)| reason(name))
     }
 
-    /// Sentences of one line as spaCy's sentencizer counts them (at least 1).
-    fn sentences(&mut self, line: &str) -> Result<usize, String> {
+    /// Sentences of one line as spaCy's sentencizer counts them (at least 1), and its words.
+    /// (sentences, words) of one line.
+    fn sentences(&mut self, line: &str) -> Result<(usize, usize), String> {
         let mut toks = Vec::new();
         self.words(line, &mut toks)?;
+        let nw = toks.len();
         let c = &self.cls;
         let (mut n, mut pending) = (1usize, false);
         for t in toks {
@@ -306,7 +318,7 @@ impl Kernel {
                 pending = true;
             }
         }
-        Ok(n)
+        Ok((n, nw))
     }
 
     pub fn c4(&mut self, text: &str, p: &Params, out: &mut String) -> Result<Option<u8>, String> {
@@ -345,11 +357,15 @@ impl Kernel {
                 kept.push(t);
             }
         }
+        self.c4_words = None;
         if p.c4_min_sentences != 0.0 {
-            let mut sent = 0usize;
+            let (mut sent, mut nw) = (0usize, 0usize);
             for l in &kept {
-                sent += self.sentences(l)?;
+                let (s, w) = self.sentences(l)?;
+                sent += s;
+                nw += w;
             }
+            self.c4_words = Some(nw); // the output's chunks are the kept lines' chunks
             if (sent as f64) < p.c4_min_sentences && result.is_none() {
                 result = Some(reason("c4_min_sentences"));
             }
@@ -388,9 +404,15 @@ impl Kernel {
             }
         }
         if f[4] != 0.0 {
-            let mut w = Vec::new();
-            self.words(text, &mut w)?;
-            if ratio(newlines, w.len() as f64) > f[4] {
+            let nw = match self.c4_words.take() {
+                Some(n) => n,
+                None => {
+                    let mut w = Vec::new();
+                    self.words(text, &mut w)?;
+                    w.len()
+                }
+            };
+            if ratio(newlines, nw as f64) > f[4] {
                 return Ok(Some(reason("fineweb_max_newline_word_ratio")));
             }
         }
@@ -403,6 +425,7 @@ impl Kernel {
         let mut cur: Option<String> = None;
         let mut words: Vec<&str> = Vec::new();
         let mut have_words = false;
+        self.c4_words = None;
         for g in 0..4 {
             if !p.groups[g] {
                 continue;
