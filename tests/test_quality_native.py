@@ -36,6 +36,16 @@ CONFIGS = [QualitySection(filters=(g,)) for g in ALL] + [
 ]
 
 
+PROSE = "\n".join([
+    "The town sits on a bend of the river, where the water slows down before it reaches the sea.",
+    "Most families here have kept small gardens for generations, and they trade vegetables every Saturday.",
+    "In winter the bridge freezes, so children walk the long way round to reach their school.",
+    "A retired doctor opened a library in the old station last year, with books donated by neighbours.",
+    "Visitors often ask why the clock on the church tower is always ten minutes late.",
+    "Nobody remembers exactly, but the baker says it has been wrong since the great storm of 1953.",
+])
+
+
 def _real_texts() -> list[str]:
     """Real text of this repository (its documentation) and the labelled strings."""
     docs = [c["text"] for c in CASES]
@@ -161,3 +171,26 @@ def test_a_missing_kernel_is_an_install_error():
     assert p.returncode != 0
     assert "ImportError: shardforge's compiled quality kernel (shardforge._native) is not installed" in p.stderr
     assert "pip install -e ." in p.stderr and "make package" in p.stderr
+
+
+def test_the_clean_stage_runs_the_kernel_in_spark_workers(spark):
+    """Through mapInArrow on a real SparkSession: Python workers load the kernel, and kept texts
+    and reasons are the reference's on the normalised texts."""
+    from shardforge.clean.stage import clean
+    from shardforge.clean.text import normalize
+    from shardforge.config import CleanSection
+
+    docs = [d for d in _real_texts()[:60] if normalize(d)]      # (an empty text is clean's own reject)
+    docs += [d + "\n" + "\n".join(d.split("\n")[:3]) * 3 for d in docs[::3]]
+    docs += [PROSE, PROSE + "\nPlease enable JavaScript to view the comments.\nShare this page"]   # kept; C4 cuts lines
+    q = QualitySection(filters=ALL, c4_terminal_punct=False)
+    df = spark.createDataFrame([(f"d{i}", t) for i, t in enumerate(docs)], "id string, text string").repartition(3)
+    res = clean(df, CleanSection(detect_language=False), q)
+    got = {r["id"]: ("kept", r["text"]) for r in res.kept.collect()}
+    got.update({r["id"]: ("rejected", r["reason"]) for r in res.rejected.collect()})
+    norm = [normalize(d) for d in docs]
+    reasons, texts = apply_reference(pa.array(norm), q)
+    want = {f"d{i}": ("kept", t) if r is None else ("rejected", f"filter:{r}")
+            for i, (r, t) in enumerate(zip(reasons, texts.to_pylist()))}
+    assert sorted(got.items()) == sorted(want.items())
+    assert {k for k, (kind, _) in want.items() if kind == "kept"} and {k for k, (kind, _) in want.items() if kind == "rejected"}
