@@ -9,6 +9,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 mod multi;
+mod repetition;
 mod rules;
 mod text;
 mod tokenizer;
