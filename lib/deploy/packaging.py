@@ -6,7 +6,11 @@
   `shardforge.loaders`, `shardforge.schemas`) for `--py-files`. Spark puts it on the
   driver's and every executor's `sys.path`; the nodes need only the runtime libraries
   (numpy, pyarrow, requests, pillow, xxhash). Reproducible: same sources, same bytes.
-- `shardforge-<version>-py3-none-any.whl` (`--wheel`): for images or venvs that `pip install` it.
+  It holds no compiled module (Python cannot import one from a zip): jobs that run the
+  `[quality]` filters need the compiled kernel `shardforge._native`, so the wheel below.
+- `shardforge-<version>-<python>-<platform>.whl` (`--wheel`): for images or venvs that `pip
+  install` it; it carries the compiled quality kernel (built here by cargo, for this Python
+  and platform).
 - `shardforge_submit.py`: the main file to hand `spark-submit`; `shardforge_submit.py pipeline ARGS`
   runs the job module `shardforge.jobs.pipeline` with ARGS (any job under jobs/ works).
 - `requirements-executor.txt`: the runtime libraries pinned to the versions installed here
@@ -77,7 +81,8 @@ def version() -> str:
 def package_files(root: Path) -> list[tuple[str, Path]]:
     """(archive name, source path) for every file of the packages, sorted by archive name.
 
-    Compiled files and caches are left out; data files inside the packages are kept.
+    Compiled files (bytecode, the in-place built kernel) and caches are left out; data files
+    inside the packages are kept.
     """
     out = []
     for pkg, folder in LAYOUT.items():
@@ -86,7 +91,7 @@ def package_files(root: Path) -> list[tuple[str, Path]]:
         for dirpath, dirnames, filenames in os.walk(base):
             dirnames[:] = sorted(d for d in dirnames if d not in _SKIP_DIRS and not d.endswith(".egg-info"))
             for name in filenames:
-                if name.endswith((".pyc", ".pyo")):
+                if name.endswith((".pyc", ".pyo", ".so", ".pyd")):
                     continue
                 path = Path(dirpath) / name
                 out.append((f"{prefix}/{path.relative_to(base).as_posix()}", path))

@@ -6,6 +6,11 @@
 on the documents the earlier ones kept), and returns, per document, the first failed rule's
 name (None = kept), and the texts after C4's line removal. Deterministic; a document's result
 does not depend on the other documents of its batch.
+
+`apply` runs the compiled kernel (`shardforge._native`, native/; `native.py`), one pass per
+document over the batch's Arrow buffers. `apply_reference` is the same rules in pyarrow and
+numpy (the modules here, spaCy for the tokens): the definition the kernel is tested against
+(tests/test_quality_native.py), not a fallback.
 """
 from __future__ import annotations
 
@@ -23,6 +28,14 @@ GROUPS = QUALITY_GROUPS
 
 
 def apply(texts: pa.Array, q) -> tuple[list[str | None], pa.Array]:
+    """The groups on a batch with the compiled kernel (an ImportError if it is not built)."""
+    from shardforge.clean.quality.native import run
+
+    return run(texts, q)
+
+
+def apply_reference(texts: pa.Array, q) -> tuple[list[str | None], pa.Array]:
+    """`apply` in pyarrow, numpy and spaCy: the reference the kernel is tested against."""
     n = len(texts)
     reasons: list[str | None] = [None] * n
     alive = np.arange(n)

@@ -13,6 +13,9 @@ distinct chunks go to spaCy in one call per batch, and their tokens are remember
 batches (a bounded memo: results never depend on it, only time does).
 
 Symbol words (`is_symbol`) are datatrove's: tokens made only of its PUNCTUATION_SET characters.
+
+This module serves `apply_reference`, the definition the compiled kernel is tested against; the
+kernel (native.py) ports spaCy's tokenizer to Rust and takes its data and `_PUNCTUATION` from here.
 """
 from __future__ import annotations
 

@@ -1,0 +1,139 @@
+//! shardforge._native: the web quality rules (Gopher repetition and quality, C4, FineWeb)
+//! over a batch of texts held in Arrow buffers (int64 offsets + UTF-8 data), with spaCy's
+//! English tokenizer ported to Rust. Python builds a `Quality` kernel once from the pinned
+//! spaCy's data and the character classes (shardforge/clean/quality/native.py).
+
+use pyo3::buffer::PyBuffer;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+mod multi;
+mod repetition;
+mod rules;
+mod text;
+mod tokenizer;
+
+use rules::{Classes, Kernel, Params};
+use text::CharSet;
+
+fn err(e: String) -> PyErr {
+    PyValueError::new_err(e)
+}
+
+#[pyclass(module = "shardforge._native")]
+struct Quality {
+    k: Kernel,
+}
+
+fn slice<'a, T: pyo3::buffer::Element>(b: &'a PyBuffer<T>, what: &str) -> PyResult<&'a [T]> {
+    if !b.is_c_contiguous() {
+        return Err(PyValueError::new_err(format!("{what}: not a contiguous buffer")));
+    }
+    // SAFETY: a C-contiguous buffer of item_count() elements of T, alive while `b` is
+    Ok(unsafe { std::slice::from_raw_parts(b.buf_ptr() as *const T, b.item_count()) })
+}
+
+fn texts<'a>(offsets: &'a [i64], data: &'a [u8]) -> PyResult<Vec<&'a str>> {
+    let mut out = Vec::with_capacity(offsets.len().saturating_sub(1));
+    for w in offsets.windows(2) {
+        let (a, b) = (w[0] as usize, w[1] as usize);
+        if w[0] < 0 || a > b || b > data.len() {
+            return Err(PyValueError::new_err("texts: offsets out of range"));
+        }
+        out.push(std::str::from_utf8(&data[a..b]).map_err(|e| PyValueError::new_err(format!("texts: not UTF-8: {e}")))?);
+    }
+    Ok(out)
+}
+
+#[pymethods]
+impl Quality {
+    #[new]
+    #[pyo3(signature = (prefix, suffix, infix, url, specials, classes, lower))]
+    fn new(prefix: tokenizer::Runs, suffix: tokenizer::Runs, infix: tokenizer::Runs, url: Option<tokenizer::Runs>, specials: Vec<(String, Vec<String>)>,
+           classes: Vec<Vec<(u32, u32)>>, lower: Vec<(char, String)>) -> PyResult<Self> {
+        if classes.len() != 6 {
+            return Err(PyValueError::new_err("classes: six range lists expected"));
+        }
+        let mut c = classes.into_iter().map(CharSet::new);
+        let cls = Classes {
+            ws: c.next().unwrap(), letter: c.next().unwrap(), punct: c.next().unwrap(),
+            symbol: c.next().unwrap(), terminal: c.next().unwrap(), sentence_end: c.next().unwrap(),
+            lower: lower.into_iter().collect(),
+        };
+        let tok = tokenizer::Tokenizer::new(prefix, suffix, infix, url, specials).map_err(err)?;
+        Ok(Quality { k: Kernel::new(tok, cls) })
+    }
+
+    /// spaCy's tokens of each whitespace-free chunk (no memo, letters-only shortcut off).
+    fn tokenize_chunks(&self, chunks: Vec<String>) -> PyResult<Vec<Vec<String>>> {
+        let mut out = Vec::with_capacity(chunks.len());
+        for c in &chunks {
+            let toks = self.k.tok.tokenize(c, true).map_err(err)?;
+            out.push(toks.iter().map(|&(a, b)| c[a as usize..b as usize].to_string()).collect());
+        }
+        Ok(out)
+    }
+
+    /// Forget the memoised chunk tokens (results never depend on them; only time does).
+    fn clear_memo(&mut self) {
+        self.k.clear_memo();
+    }
+
+    /// The words of each text, as the rules count them.
+    fn words(&mut self, texts: Vec<String>) -> PyResult<Vec<Vec<String>>> {
+        let mut out = Vec::new();
+        for t in &texts {
+            let mut w = Vec::new();
+            self.k.words(t, &mut w).map_err(err)?;
+            out.push(w.iter().map(|s| s.to_string()).collect());
+        }
+        Ok(out)
+    }
+
+    /// The groups on a batch: (reason codes as bytes, one per text: 0 = kept, else
+    /// REASONS[code - 1]; int64 offsets as bytes; UTF-8 data) of the texts after C4.
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (offsets, data, groups, rep, top, dup, gq, min_stop, stop_words, c4_max_word_length,
+                        c4_flags, c4_min_words_per_line, c4_min_sentences, fw))]
+    fn apply<'py>(&mut self, py: Python<'py>, offsets: PyBuffer<i64>, data: PyBuffer<u8>, groups: [bool; 4],
+                  rep: [f64; 4], top: Vec<f64>, dup: Vec<f64>, gq: [f64; 8], min_stop: f64,
+                  stop_words: Vec<String>, c4_max_word_length: f64, c4_flags: [bool; 6],
+                  c4_min_words_per_line: f64, c4_min_sentences: f64, fw: [f64; 5])
+                  -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+        let p = Params { groups, rep, top, dup, gq, min_stop, stop_words, c4_max_word_length, c4_flags,
+                         c4_min_words_per_line, c4_min_sentences, fw };
+        let offs = slice(&offsets, "offsets")?;
+        let bytes = slice(&data, "data")?;
+        let docs = texts(offs, bytes)?;
+        let k = &mut self.k;
+        let res: Result<(Vec<u8>, Vec<i64>, Vec<u8>), String> = py.allow_threads(|| {
+            let mut codes = Vec::with_capacity(docs.len());
+            let mut out_offs = Vec::with_capacity(docs.len() + 1);
+            let mut out = Vec::with_capacity(bytes.len());
+            out_offs.push(0i64);
+            for d in &docs {
+                let (code, new) = k.apply_one(d, &p)?;
+                codes.push(code);
+                out.extend_from_slice(new.as_deref().unwrap_or(d).as_bytes());
+                out_offs.push(out.len() as i64);
+            }
+            Ok((codes, out_offs, out))
+        });
+        let (codes, out_offs, out) = res.map_err(err)?;
+        let ob: Vec<u8> = out_offs.iter().flat_map(|x| x.to_le_bytes()).collect();
+        Ok((PyBytes::new(py, &codes), PyBytes::new(py, &ob), PyBytes::new(py, &out)))
+    }
+}
+
+#[pyfunction]
+fn reasons() -> Vec<&'static str> {
+    rules::REASONS.to_vec()
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Quality>()?;
+    m.add_function(wrap_pyfunction!(reasons, m)?)?;
+    Ok(())
+}
