@@ -65,10 +65,14 @@ def _paths(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[str, str, str]]:
         yield from zip(*(b.column(i).to_pylist() for i in range(3)))
 
 
-SPLIT_BYTES = 64 << 20   # a plain JSONL file is read in splits of this many bytes, one task each
+def split_bytes_of(spark: SparkSession) -> int:
+    """The split size of plain JSONL files: Spark's own `spark.sql.files.maxPartitionBytes`
+    (128 MiB by default), the setting that sizes every other file source's splits."""
+    value = spark.conf.get("spark.sql.files.maxPartitionBytes", "128m")
+    return int(spark.sparkContext._jvm.org.apache.spark.network.util.JavaUtils.byteStringAsBytes(value))
 
 
-def jsonl_splits(files: list[InputFile], split_bytes: int = SPLIT_BYTES) -> list[tuple[str, str, str, int, int]]:
+def jsonl_splits(files: list[InputFile], split_bytes: int) -> list[tuple[str, str, str, int, int]]:
     """(path, source, format, start, end) per task: a plain local JSONL file in byte ranges of
     `split_bytes` (each split reads the lines that start in it), any other file whole (end -1)."""
     import os
@@ -86,8 +90,8 @@ def jsonl_splits(files: list[InputFile], split_bytes: int = SPLIT_BYTES) -> list
 
 
 def jsonl(spark: SparkSession, files: list[InputFile], max_record_bytes: int) -> DataFrame:
-    """Lines of JSONL files, plain (local, in byte-range splits) or .gz / .bz2 / .zst: `_line`,
-    `_file`; a line over `max_record_bytes` is a row with `_reason` invalid:record_too_large
+    """Lines of JSONL files, plain (local, in byte-range splits of `split_bytes_of`) or .gz, .bz2,
+    .zst: `_line`, `_file`; a line over `max_record_bytes` is a row with `_reason` invalid:record_too_large
     (never held whole), an unreadable or truncated file one row with invalid:unreadable_file."""
     from shardforge.ingest.readers.streams import jsonl_lines
 
@@ -98,7 +102,7 @@ def jsonl(spark: SparkSession, files: list[InputFile], max_record_bytes: int) ->
                     yield from jsonl_lines(path, source, fmt, max_record_bytes, start, None if end < 0 else end)
         yield from _batches(rows(), LINES)
 
-    splits = jsonl_splits(files)
+    splits = jsonl_splits(files, split_bytes_of(spark))
     n = max(1, min(len(splits), 10_000))
     frame = spark.createDataFrame(spark.sparkContext.parallelize(splits, n),
                                   "path string, source string, format string, start long, end long")
