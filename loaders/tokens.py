@@ -32,6 +32,7 @@ from .order import EpochOrder
 from .reader import WINDOW_BYTES, ShardReader
 from .source import LoaderError, Source
 from .windows import Cursor
+from shardforge.shards.manifest import token_column_problem
 
 
 def check_token_column(source: Source, column: str) -> pa.DataType:
@@ -42,12 +43,10 @@ def check_token_column(source: Source, column: str) -> pa.DataType:
             break
     else:
         raise LoaderError(f"the build at {source.path} has no rows")
-    if column not in schema.names:
-        raise LoaderError(f"no token column {column!r} in the build at {source.path} (columns: {schema.names}); "
-                          "run the tokenize stage, or pass token_column=")
+    problem = token_column_problem(schema, column, source.path)
+    if problem:
+        raise LoaderError(f"{problem}: sequence mode packs token ids; run the tokenize stage, or pass token_column=")
     t = schema.field(column).type
-    if not (pa.types.is_list(t) or pa.types.is_large_list(t)) or not pa.types.is_integer(t.value_type):
-        raise LoaderError(f"column {column!r} is {t}, not a list of integers: sequence mode packs token ids")
     return t
 
 

@@ -134,11 +134,10 @@ def _mapped(shm_dir: str) -> list[str]:
         return [line.split(shm_dir + "/", 1)[1].split()[0] for line in f if shm_dir + "/" in line]
 
 
-@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="reads /proc/self/maps")
-def test_the_training_process_maps_a_segment_once_and_drops_a_gone_workers(shm_dir, monkeypatch):
-    """Receiving a batch maps the worker's segment once, not per batch; the mappings of an
-    epoch's workers, which exit at its end, are dropped once the next epoch's batches come."""
-    opened = []
+def _count_segment_opens(shm_dir: str, monkeypatch) -> list[str]:
+    """The names of the shared-memory segments this process opens from now on (the module's
+    mapping cache emptied first), collected into the list returned."""
+    opened: list[str] = []
     real_open = os.open
 
     def counting_open(path, *args, **kw):
@@ -148,6 +147,14 @@ def test_the_training_process_maps_a_segment_once_and_drops_a_gone_workers(shm_d
 
     monkeypatch.setattr(S, "_MAPPINGS", None)
     monkeypatch.setattr(os, "open", counting_open)
+    return opened
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="reads /proc/self/maps")
+def test_the_training_process_maps_a_segment_once_and_drops_a_gone_workers(shm_dir, monkeypatch):
+    """Receiving a batch maps the worker's segment once, not per batch; the mappings of an
+    epoch's workers, which exit at its end, are dropped once the next epoch's batches come."""
+    opened = _count_segment_opens(shm_dir, monkeypatch)
     for epoch in range(3):
         del opened[:]
         got = [as_python(b) for b in DataLoader(Batches(), batch_size=None, num_workers=2)]
@@ -244,16 +251,7 @@ def test_token_sequences_from_workers_are_the_hand_packed_epoch(tmp_path, shm_di
                           window=2, batch_size=batch, batched=True)
         return list(DataLoader(ds, batch_size=None, num_workers=workers))
 
-    opened = []
-    real_open = os.open
-
-    def counting_open(path, *args, **kw):
-        if str(path).startswith(shm_dir + "/"):
-            opened.append(os.path.basename(path))
-        return real_open(path, *args, **kw)
-
-    monkeypatch.setattr(S, "_MAPPINGS", None)
-    monkeypatch.setattr(os, "open", counting_open)
+    opened = _count_segment_opens(shm_dir, monkeypatch)
     shipped = batches(2)
     assert {n.split("-")[1] for n in opened} - {str(os.getpid())}, "no batch came through a worker's segment"
     in_process = batches(0)

@@ -21,6 +21,7 @@ from shardforge.clean.quality import apply, apply_reference
 from shardforge.clean.quality.native import kernel
 from shardforge.clean.quality.words import _nlp
 from shardforge.config import QualitySection
+from test_quality import GOOD
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = json.loads((ROOT / "tests" / "data" / "quality" / "spacy_words.json").read_text(encoding="utf-8"))["cases"]
@@ -36,14 +37,7 @@ CONFIGS = [QualitySection(filters=(g,)) for g in ALL] + [
 ]
 
 
-PROSE = "\n".join([
-    "The town sits on a bend of the river, where the water slows down before it reaches the sea.",
-    "Most families here have kept small gardens for generations, and they trade vegetables every Saturday.",
-    "In winter the bridge freezes, so children walk the long way round to reach their school.",
-    "A retired doctor opened a library in the old station last year, with books donated by neighbours.",
-    "Visitors often ask why the clock on the church tower is always ten minutes late.",
-    "Nobody remembers exactly, but the baker says it has been wrong since the great storm of 1953.",
-])
+PROSE = "\n".join(GOOD.split("\n")[:6])   # six lines of test_quality's kept prose
 
 
 def _real_texts() -> list[str]:

@@ -212,3 +212,20 @@ def verify(m: Manifest) -> list[ShardProblem]:
         elif digest != s.sha256:
             problems.append(ShardProblem(s.index, s.file, f"sha256 {digest[:12]}… != manifest {s.sha256[:12]}…"))
     return problems
+
+
+def is_token_list(t) -> bool:
+    """True for an Arrow type that can hold a document's token ids: a list (or large list) of
+    integers. The loader's sequence mode and the Megatron export accept only such columns."""
+    import pyarrow as pa
+
+    return (pa.types.is_list(t) or pa.types.is_large_list(t)) and pa.types.is_integer(t.value_type)
+
+
+def token_column_problem(schema, column: str, where: str) -> str | None:
+    """Why `column` of a build's Arrow `schema` cannot hold token ids (missing, or not a list
+    of integers), naming the build (`where`), or None when it can."""
+    if column not in schema.names:
+        return f"no token column {column!r} in the build at {where} (columns: {schema.names})"
+    t = schema.field(column).type
+    return None if is_token_list(t) else f"column {column!r} is {t}, not a list of integers (the build at {where})"

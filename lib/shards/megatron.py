@@ -49,7 +49,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from shardforge.shards.manifest import Manifest, ManifestError, open_file, read_manifest, sha256_file, shard_mismatch, to_json
+from shardforge.shards.manifest import (Manifest, ManifestError, open_file, read_manifest,
+                                        sha256_file, shard_mismatch, to_json, token_column_problem)
 from shardforge.shards.webdataset import ExportError
 
 FORMAT = "shardforge.megatron"
@@ -131,13 +132,10 @@ def _schema(m: Manifest) -> pa.Schema:
 def check_column(m: Manifest, column: str) -> pa.DataType:
     """The token column's value type; the column must be a list of integers."""
     schema = _schema(m)
-    if column not in schema.names:
-        raise ExportError(f"no token column {column!r} in the build at {m.root} (columns: {schema.names}); "
-                          "run the tokenize stage, or pass --column")
-    t = schema.field(column).type
-    if not (pa.types.is_list(t) or pa.types.is_large_list(t)) or not pa.types.is_integer(t.value_type):
-        raise ExportError(f"column {column!r} of the build at {m.root} is {t}, not a list of integers (token ids)")
-    return t.value_type
+    problem = token_column_problem(schema, column, m.root)
+    if problem:
+        raise ExportError(f"{problem}; run the tokenize stage, or pass --column")
+    return schema.field(column).type.value_type
 
 
 def _tokens(lists: pa.Array, dtype: np.dtype, eos: int | None, shard: int, row0: int) -> tuple[np.ndarray, np.ndarray]:
