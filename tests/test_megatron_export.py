@@ -174,7 +174,7 @@ def test_bad_input_exits_2_with_one_line_and_publishes_nothing(build, tmp_path, 
     no_tokens = tmp_path / "no_tokens"
     write_build(str(no_tokens), [pa.table({"id": pa.array(["a"]), "text": pa.array(["t"])})])
     one_line([str(no_tokens), prefix], "no token column 'tokens' in the build")
-    one_line([build, prefix, "--column", "text"], "column 'text' of the build at")
+    one_line([build, prefix, "--column", "text"], "column 'text' is string, not a list of integers (the build at")
     floats = tmp_path / "floats"
     write_build(str(floats), [pa.table({"id": pa.array(["a"]), "tokens": pa.array([[1.5]], pa.list_(pa.float32()))})])
     one_line([str(floats), prefix], "is list<element: float>, not a list of integers")
