@@ -5,7 +5,6 @@ Expected rows come from how the files are made here (the lines written, the size
 not from the readers."""
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import subprocess
