@@ -137,6 +137,10 @@ class QualitySection:
     off. Defaults: datatrove 0.10's GopherRepetitionFilter, GopherQualityFilter, C4QualityFilter
     and FineWebQualityFilter (FineWeb itself runs C4 with c4_terminal_punct = false)."""
     filters: tuple[str, ...] = ()    # gopher_repetition, gopher_quality, c4, fineweb
+    # filter: a document failing a rule is rejected (filter:<rule>); annotate: nothing is dropped
+    # for quality, the rules' quantities go into the `signals` struct column and the first
+    # failed rule into `quality_fail` (select later with [select] where at build-shards)
+    mode: str = "filter"
     # Gopher repetition (Rae et al. 2021, Table A1); fractions of the document's characters
     gopher_max_dup_para_frac: float = 0.3
     gopher_max_dup_para_char_frac: float = 0.2
@@ -276,6 +280,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "clean.unicode_form": ("NFC", "NFKC"),
     "redact.mode": ("placeholder", "pseudonym"),
     "rejects.record": ("redacted", "none", "original"),
+    "quality.mode": ("filter", "annotate"),
     "dedup.normalization": ("none", "whitespace", "lower", "lower_alnum"),
     "dedup.rank_by": ("length", "quality", "none"),
     "shards.compression": ("zstd", "snappy", "gzip", "none"),

@@ -54,3 +54,20 @@ def empty_rejects(spark) -> DataFrame:
     from shardforge.schemas import REJECT
 
     return spark.createDataFrame([], REJECT)
+
+
+SIGNALS = "signals"
+
+
+def with_signals(df: DataFrame, fields: dict[str, Column]) -> DataFrame:
+    """`df` with `fields` set in its `signals` struct column (created when absent; a field of
+    the same name is replaced). Stages that annotate documents (clean in annotate mode,
+    score, decontaminate) write their per-document quantities here, one field each."""
+    if not fields:
+        return df
+    if SIGNALS in df.columns:
+        col = F.col(SIGNALS)
+        for name, value in fields.items():
+            col = col.withField(name, value)
+        return df.withColumn(SIGNALS, col)   # a null struct stays null (Spark's withField)
+    return df.withColumn(SIGNALS, F.struct(*[v.alias(k) for k, v in fields.items()]))
