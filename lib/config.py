@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import re
 import tomllib
 import typing
 from dataclasses import dataclass, field
@@ -238,6 +239,26 @@ class TokenizeSection:
 
 
 @dataclass(frozen=True)
+class Benchmark:
+    """One table of `[decontaminate] benchmarks`: a benchmark's items, read on the driver."""
+    name: str = ""               # the reject reason is contaminated:<name>; letters, digits, _ . -
+    path: str = ""               # a local JSONL file (.jsonl, .json, .ndjson, optionally .gz), Parquet file or folder
+    text_field: str = "text"     # the field (JSONL) or column (Parquet) holding an item's text
+
+
+@dataclass(frozen=True)
+class DecontaminateSection:
+    """[decontaminate]: benchmark decontamination by word n-gram overlap
+    (shardforge.decontaminate). A document holding any n-gram of a benchmark item is
+    contaminated."""
+    benchmarks: tuple[Benchmark, ...] = ()   # in priority order: a reason names the first that matches
+    ngram: int = 13              # words per n-gram
+    # items of at least min_ngram but fewer than ngram words are looked for whole (one n-gram of
+    # their length); shorter items are not looked for (counted in the report)
+    min_ngram: int = 8
+
+
+@dataclass(frozen=True)
 class ShardsSection:
     key: str = "id"
     num_shards: int = 0          # 0 = derive from target_rows / target_bytes
@@ -262,6 +283,7 @@ class Config:
     rejects: RejectsSection = field(default_factory=RejectsSection)
     dedup: DedupSection = field(default_factory=DedupSection)
     tokenize: TokenizeSection = field(default_factory=TokenizeSection)
+    decontaminate: DecontaminateSection = field(default_factory=DecontaminateSection)
     shards: ShardsSection = field(default_factory=ShardsSection)
 
     def to_dict(self) -> dict[str, Any]:
@@ -319,6 +341,10 @@ def _coerce(key: str, tp: Any, value: Any) -> Any:
         if not isinstance(value, (list, tuple)):
             raise ConfigError(f"{key}: expected a list, got {value!r}")
         return tuple(_coerce(f"{key}[{i}]", typing.get_args(tp)[0], v) for i, v in enumerate(value))
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{key}: expected a table, got {value!r}")
+        return _section(key, tp, value)
     if origin is dict:
         if not isinstance(value, Mapping):
             raise ConfigError(f"{key}: expected a table, got {value!r}")
@@ -394,11 +420,39 @@ def _check_ranges(name: str, obj: Any) -> None:
         raise ConfigError(f"ingest.image_max_pixels: must be >= 1, got {obj.image_max_pixels!r}")
     if name == "shards" and obj.row_group_rows < 1:
         raise ConfigError(f"shards.row_group_rows: must be >= 1, got {obj.row_group_rows!r}")
+    if name == "decontaminate":
+        _check_decontaminate(obj)
     if name == "redact":
         from_kinds = set(obj.kinds) | set(obj.placeholders)
         unknown = sorted(from_kinds - set(RedactSection().kinds))
         if unknown:
             raise ConfigError(f"redact.kinds: unknown kind {unknown[0]!r} (known: {', '.join(RedactSection().kinds)})")
+
+
+MAX_BENCHMARKS = 64      # a document's matches are a 64-bit set of benchmarks
+
+
+def _check_decontaminate(obj: "DecontaminateSection") -> None:
+    if obj.ngram < 1:
+        raise ConfigError(f"decontaminate.ngram: must be >= 1, got {obj.ngram!r}")
+    if not 1 <= obj.min_ngram <= obj.ngram:
+        raise ConfigError(f"decontaminate.min_ngram: must be between 1 and decontaminate.ngram ({obj.ngram}), "
+                          f"got {obj.min_ngram!r}")
+    if len(obj.benchmarks) > MAX_BENCHMARKS:
+        raise ConfigError(f"decontaminate.benchmarks: at most {MAX_BENCHMARKS} benchmarks, got {len(obj.benchmarks)}")
+    seen: set[str] = set()
+    for i, b in enumerate(obj.benchmarks):
+        where = f"decontaminate.benchmarks[{i}]"
+        if not re.fullmatch(r"[A-Za-z0-9_.\-]+", b.name):
+            raise ConfigError(f"{where}.name: a name of letters, digits, '_', '.' or '-' is needed "
+                              f"(it becomes the reject reason contaminated:<name>), got {b.name!r}")
+        if b.name in seen:
+            raise ConfigError(f"{where}.name: {b.name!r} is given twice")
+        seen.add(b.name)
+        if not b.path:
+            raise ConfigError(f"{where}.path: no file given (JSONL or Parquet of benchmark items)")
+        if not b.text_field:
+            raise ConfigError(f"{where}.text_field: must not be empty")
 
 
 def _parse_override(text: str) -> tuple[list[str], Any]:
