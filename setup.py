@@ -27,7 +27,8 @@ for sub, folder in PACKAGE_DIR.items():
 PACKAGE_DIR.update({"shardforge." + p: "lib/" + p.replace(".", "/") for p in find_packages("lib")})
 
 SPARK = ["pyspark==4.2.0", "delta-spark==4.4.0", "pandas>=2.2,<3", "requests>=2.31", "pillow>=10",
-         "tokenizers==0.23.3"]  # pinned: token ids (and so shard bytes) depend on its version
+         "tokenizers==0.23.3",  # pinned: token ids (and so shard bytes) depend on its version
+         "xxhash>=3"]           # the decontaminate stage's word hashes (xxh3-64, a fixed algorithm)
 # Web inputs and quality: versions pinned where they decide output bytes (extracted text, language)
 # spacy: the quality rules' English word tokenizer (datatrove's), pinned: its rules decide word counts
 WEB = ["resiliparse==2.0.0", "fastwarc==2.0.0", "py3langid==0.4.0", "zstandard>=0.22", "ftfy>=6.1", "spacy==3.8.18"]

@@ -24,8 +24,10 @@ class StageSpec:
     output: str                         # Layout field the stage's result is published to when it ends a plan
     input_schema: str | None = "DOCUMENT"   # name in shardforge.schemas; "ANY": no check; None: reads the run's inputs
     output_schema: str | None = "DOCUMENT"  # asserted on kept rows (extra columns allowed); None: a sink
-    ignore: tuple[str, ...] = ()        # keys of `reads` left out of the fingerprint
-    content_of: tuple[str, ...] = ()    # keys naming files whose content (sha256) the fingerprint covers
+    ignore: tuple[str, ...] = ()        # keys of `reads` left out of the fingerprint (`section.list.field` too)
+    # keys naming files (or folders) whose content (sha256) the fingerprint covers; a key
+    # `section.list.field` names that field of each table in a list of tables
+    content_of: tuple[str, ...] = ()
     listable: bool = True               # may appear in pipeline.stages (else the runner adds it)
 
     @property
@@ -47,6 +49,10 @@ _SPECS = (
     StageSpec("ingest", reads=("pipeline.input_format", "pipeline.write_raw", "ingest", "download"),
               function="ingest", output="raw", input_schema=None, ignore=("download.spool_dir",)),
     StageSpec("clean", reads=("clean", "quality"), function="clean", output="clean"),
+    # the benchmark files are covered by their content, not by their paths
+    StageSpec("decontaminate", reads=("decontaminate", "quality.mode"), function="decontaminate",
+              output="decontaminate", ignore=("decontaminate.benchmarks.path",),
+              content_of=("decontaminate.benchmarks.path",)),
     StageSpec("redact", reads=("redact",), function="redact", output="redact", output_schema="CURATED"),
     StageSpec("dedup", reads=("dedup",), function="dedup", output="dedup", ignore=("dedup.checkpoint_dir",)),
     # the tokenizer file is covered by its content (sha256), not by its path
@@ -59,7 +65,8 @@ _SPECS = (
 
 REGISTRY: dict[str, StageSpec] = {s.name: s for s in _SPECS}
 ORDER: tuple[str, ...] = tuple(s.name for s in _SPECS if s.listable)
-DEFAULT_STAGES: tuple[str, ...] = tuple(n for n in ORDER if n != "tokenize")   # tokenize needs a tokenizer
+# tokenize needs a tokenizer, decontaminate benchmark files: both are listed explicitly
+DEFAULT_STAGES: tuple[str, ...] = tuple(n for n in ORDER if n not in ("tokenize", "decontaminate"))
 
 
 def check_stages(names) -> tuple[str, ...]:

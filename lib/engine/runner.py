@@ -22,9 +22,11 @@ starts, and every publishing step is a merge by id (a rerun merges nothing twice
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import logging
+import os
 import time
 import uuid
 from typing import Any
@@ -55,20 +57,44 @@ def _sha(obj: Any) -> str:
 def config_part(cfg: Config, spec: StageSpec) -> dict:
     """The config a stage's fingerprint covers: its `reads` without its `ignore` keys (as the
     config is recorded: secrets as key ids), and the sha256 of the files its `content_of`
-    keys name."""
+    keys name. A key `section.list.field` names `field` of every table of a list of tables
+    (one sha256 per table, in order)."""
     full = recorded_config(cfg)
     part: dict[str, Any] = {}
     for ref in spec.reads:
         section, _, key = ref.partition(".")
-        part[ref] = full[section][key] if key else dict(full[section])
+        part[ref] = copy.deepcopy(full[section][key] if key else full[section])
     for ref in spec.ignore:
-        section, _, key = ref.partition(".")
-        part.get(section, {}).pop(key, None)
+        section, key, field = (ref.split(".") + [""])[:3]
+        tables = part.get(section, {}).get(key, []) if field else [part.get(section, {})]
+        for table in tables:
+            table.pop(field or key, None)
     for ref in spec.content_of:
-        section, _, key = ref.partition(".")
-        with open(full[section][key], "rb") as fh:
-            part[f"sha256({ref})"] = hashlib.sha256(fh.read()).hexdigest()
+        section, key, field = (ref.split(".") + [""])[:3]
+        value = full[section][key]
+        part[f"sha256({ref})"] = [content_sha256(t[field]) for t in value] if field else content_sha256(value)
     return part
+
+
+def content_sha256(path: str) -> str:
+    """sha256 of a local file's bytes, or of a folder's files (relative path and sha256 of
+    each, sorted; names starting with `.` or `_` skipped, as Parquet readers skip them)."""
+    def of_file(p: str) -> str:
+        h = hashlib.sha256()
+        with open(p, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+        return h.hexdigest()
+
+    if not os.path.isdir(path):
+        return of_file(path)
+    entries = []
+    for root, dirs, names in os.walk(path):
+        dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")))
+        for n in sorted(names):
+            if not n.startswith((".", "_")):
+                entries.append([os.path.relpath(os.path.join(root, n), path), of_file(os.path.join(root, n))])
+    return _sha(sorted(entries))
 
 
 def _schema_of(name: str) -> StructType:
@@ -391,6 +417,10 @@ def validate(cfg: Config, stages: tuple[str, ...]) -> None:
                 from shardforge.tokenize.stage import load_tokenizer
 
                 load_tokenizer(cfg.tokenize.tokenizer)
+            elif name == "decontaminate":
+                from shardforge.decontaminate import load_index
+
+                load_index(cfg.decontaminate)   # reads every benchmark file and builds the index (kept for the stage)
         except ConfigError:
             raise
         except ValueError as exc:

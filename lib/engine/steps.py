@@ -155,6 +155,22 @@ def clean(ctx: StageContext, df: DataFrame) -> StageOutput:
     return StageOutput(res.kept, res.rejected, shared=res.shared)
 
 
+def decontaminate(ctx: StageContext, df: DataFrame) -> StageOutput:
+    """Documents holding a benchmark's word n-gram (`shardforge.decontaminate`): rejected as
+    `contaminated:<benchmark>`, or kept with `signals` in annotate mode. The index is built on
+    the driver (once: the check before the run built it) and broadcast; the report gets
+    matches per benchmark and the ten most-hit n-grams."""
+    from shardforge.decontaminate import decontaminate as run_decontaminate, load_index, summary
+
+    cfg = ctx.cfg.decontaminate
+    annotate = ctx.cfg.quality.mode == "annotate"
+    index = load_index(cfg)
+    res = run_decontaminate(df, index, annotate=annotate)
+    return StageOutput(res.kept, res.rejected, shared=res.shared, extras=res.extras,
+                       finish=lambda done: {"decontamination": summary(cfg, index, done.extras["contamination"],
+                                                                       annotate=annotate)})
+
+
 def redact(ctx: StageContext, df: DataFrame) -> StageOutput:
     from shardforge.redact.stage import counts_by_kind, redact as run_redact
 
