@@ -112,12 +112,23 @@ def test_planted_item_is_found_verbatim_recased_and_as_a_window_but_not_in_twelv
     assert all(h == sorted(set(h), key=lambda x: x % 2**64) for h in hits)
 
 
+def test_ngrams_never_span_two_texts():
+    """An item cut in two consecutive texts (no separator at the cut) is in neither."""
+    w = reference_words(ITEM)
+    cut = [" ".join(w[:8]), " ".join(w[8:]), " ".join(w[:13]), "x"]        # 8 + 11 words, then 13
+    assert words(pa.array(cut[:2])).text.to_pylist() == w
+    assert scan(pa.array(cut), _index()).counts.tolist() == [0, 0, 1, 0]
+
+
 def test_index_stats_and_lengths():
     idx = _index()
     assert idx.lengths == (9, 13)                      # 13, and the 9-word item whole
     assert idx.stats == {"a": {"items": 3, "items_too_short": 1, "ngrams": 7 + 1},
                          "b": {"items": 1, "items_too_short": 0, "ngrams": 5}}
     assert len(idx.hashes) == 13 and np.all(np.diff(idx.hashes) > 0)
+    # the bounds: 8 words is looked for whole, 7 is too short, 12 whole, 13 is one 13-gram
+    sized = build_index([("s", pa.array([" ".join(f"v{i}" for i in range(k)) for k in (7, 8, 12, 13)]))], 13, 8)
+    assert sized.lengths == (8, 12, 13) and sized.stats["s"] == {"items": 4, "items_too_short": 1, "ngrams": 3}
     # shared n-grams carry both benchmarks' bits
     both = build_index([("a", pa.array([ITEM])), ("b", pa.array([ITEM + " Again."]))], 13, 8)
     assert len(both.hashes) == 8 and sorted(both.masks.tolist()) == [2] + [3] * 7
@@ -125,7 +136,7 @@ def test_index_stats_and_lengths():
 
 def test_min_ngram_equal_to_ngram_looks_for_no_short_item():
     idx = _index(min_n=13)
-    assert idx.lengths == (13,) and idx.stats["a"]["items_too_short"] == 2
+    assert idx.lengths == (13,) and idx.stats["a"] == {"items": 3, "items_too_short": 2, "ngrams": 7}
     assert scan(pa.array([DOCS["short_item"]]), idx).counts.tolist() == [0]
 
 
