@@ -387,6 +387,8 @@ def test_pipeline_cli_decontaminates_and_reports(spark, tmp_path, capsys):
     assert top[0] == {"ngram": "that the annual harvest festival would be moved to the first weekend of",
                       "documents": 4, "benchmarks": ["a"]}
     assert {t["ngram"] for t in top[7:]} <= {" ".join(reference_words(ITEM_B)[i:i + 13]) for i in range(5)}
+    html = (out / "report.html").read_text()
+    assert 'id="decontamination"' in html and top[0]["ngram"] in html
     rejects = spark.read.format("delta").load(str(out / "rejects")).filter("stage = 'decontaminate'")
     assert sorted((r.id, r.reason) for r in rejects.collect()) == sorted((k, f"contaminated:{FIRST[k]}")
                                                                          for k in contaminated)

@@ -151,6 +151,27 @@ def _duplicates_section(report: Mapping) -> str:
                     anchor="duplicates")
 
 
+def _decontamination_section(report: Mapping) -> str:
+    """Benchmark matches and the most-hit n-grams (only for runs with the decontaminate stage)."""
+    d = report.get("decontamination")
+    if not isinstance(d, Mapping):
+        return ""
+    benches = [b for b in d.get("benchmarks") or [] if isinstance(b, Mapping)]
+    per = _table(["benchmark", "items", "too short", "n-grams", "documents (first match)", "documents matching",
+                  "n-grams matched"],
+                 [[escape(str(b.get("name"))), *(_fmt(b.get(k)) for k in (
+                     "items", "items_too_short", "ngrams", "documents", "documents_matching", "ngrams_matched"))]
+                  for b in benches])
+    top = _table(["n-gram", "documents", "benchmarks"],
+                 [[escape(str(t.get("ngram"))), _fmt(t.get("documents")), escape(", ".join(t.get("benchmarks") or []))]
+                  for t in d.get("top_ngrams") or [] if isinstance(t, Mapping)])
+    mode = "kept with signals (annotate mode)" if d.get("mode") == "annotate" else "rejected"
+    return _section("Benchmark contamination",
+                    f"<p>{_fmt(d.get('contaminated_documents'))} documents hold a benchmark's "
+                    f"{_fmt(d.get('ngram'))}-gram ({mode}).</p>{per}<h3>Most-hit n-grams</h3>{top}",
+                    anchor="decontamination")
+
+
 def _funnel_section(report: Mapping) -> str:
     f = report.get("funnel")
     if not isinstance(f, Mapping):
@@ -269,7 +290,8 @@ def render_html(report: Mapping) -> str:
     parts = [_cards(report), _stage_section(report), _durations_section(report), _rejects_section(report),
              _counts_section(report, "redactions", "Redactions by kind", "Redaction counts", svg.COLORS["bar"]),
              _counts_section(report, "downloads", "Downloads by status", "Download statuses", svg.COLORS["bar"]),
-             _duplicates_section(report), _shards_section(report), _funnel_section(report),
+             _duplicates_section(report), _decontamination_section(report), _shards_section(report),
+             _funnel_section(report),
              _privacy_section(report), _config_section(report)]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{title} — report</title>"
