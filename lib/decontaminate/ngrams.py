@@ -29,19 +29,19 @@ UNICODE_VERSION = unicodedata.unidata_version
 CHUNK_BYTES = 8 << 20          # text handled at once: bounds the memory of a batch's arrays
 _Q = np.uint64(0x9E3779B97F4A7C15)                # the n-gram polynomial's base (odd)
 _SALT = 0xD6E8FEB86659FD93                       # times k: the k-gram salt
-_WORD: np.ndarray | None = None                   # code point -> is a word character
+_WORD = np.full(0x110000, -1, np.int8)            # code point -> 1 word character, 0 not, -1 not looked up yet
+_WORD[:128] = [unicodedata.category(chr(c))[0] in "LMN" for c in range(128)]
 
 
-def word_table() -> np.ndarray:
-    """A bool per code point: letter, mark or digit (categories L*, M*, N*). Built once per process."""
-    global _WORD
-    if _WORD is None:
-        table = np.zeros(0x110000, dtype=bool)
-        for cp in range(0x110000):
-            if unicodedata.category(chr(cp))[0] in "LMN":
-                table[cp] = True
-        _WORD = table
-    return _WORD
+def is_word(cp: np.ndarray) -> np.ndarray:
+    """Letter, mark or digit (Unicode categories L*, M*, N*) for each code point; `unicodedata`
+    is asked once per process for each code point first seen."""
+    got = _WORD[cp]
+    new = np.unique(cp[got < 0])
+    if len(new):
+        _WORD[new] = [unicodedata.category(chr(c))[0] in "LMN" for c in new.tolist()]
+        got = _WORD[cp]
+    return got.astype(bool)
 
 
 def mix(x: np.ndarray) -> np.ndarray:
@@ -79,19 +79,17 @@ def words(texts: pa.Array) -> Words:
     data = low.buffers()[2]
     b = (np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8))[off[0]:off[-1]]
     off = off - off[0]
-    table = word_table()
-    m = np.zeros(256, dtype=bool)
-    m[:128] = table[:128]
-    m = m[b]                                      # ASCII classified; bytes >= 0x80 are set below
+    # ASCII word characters after lowercasing: 0-9, a-z (uint8 arithmetic wraps); bytes >= 0x80 set below
+    m = ((b - np.uint8(48)) < 10) | ((b - np.uint8(97)) < 26)
     lead = np.flatnonzero(b >= 0xC0)
     if len(lead):                                 # decode the non-ASCII characters, classify them
-        pad = np.concatenate([b, np.zeros(3, np.uint8)]).astype(np.uint32)
-        x = pad[lead]
+        x = b[lead].astype(np.uint32)
         n = np.where(x >= 0xF0, 4, np.where(x >= 0xE0, 3, 2))
         cp = np.where(n == 2, x & 0x1F, np.where(n == 3, x & 0x0F, x & 0x07))
         for j in (1, 2, 3):
-            cp = np.where(n > j, (cp << 6) | (pad[lead + j] & 0x3F), cp)
-        word = table[np.minimum(cp, 0x10FFFF)]
+            nxt = b[np.minimum(lead + j, len(b) - 1)].astype(np.uint32)
+            cp = np.where(n > j, (cp << 6) | (nxt & 0x3F), cp)
+        word = is_word(np.minimum(cp, 0x10FFFF))
         for j in range(4):
             sel = (n > j) & (lead + j < len(b))
             m[lead[sel] + j] = word[sel]
@@ -103,7 +101,8 @@ def words(texts: pa.Array) -> Words:
     spans = pa.LargeStringArray.from_buffers(len(starts), pa.py_buffer(np.append(starts, len(b)).astype(np.int64)),
                                              pa.py_buffer(np.where(m, b, np.uint8(32))))
     text = pc.utf8_rtrim(spans, " ")
-    return Words(_word_hashes(text), np.searchsorted(off, starts, "right") - 1, text)
+    doc = np.repeat(np.arange(len(off) - 1), np.diff(np.searchsorted(starts, off)))
+    return Words(_word_hashes(text), doc, text)
 
 
 def _word_hashes(text: pa.LargeStringArray) -> np.ndarray:
@@ -183,9 +182,11 @@ class Index:
         if self._bits is None:
             shift = 64 - int(min(32, max(16, np.ceil(np.log2(max(1, len(self.hashes)) * 16)))))
             bits = np.zeros(1 << (64 - shift - 3), np.uint8)
-            top = self.hashes >> np.uint64(shift)
-            np.bitwise_or.at(bits, (top >> np.uint64(3)).astype(np.int64),
-                             np.left_shift(np.uint8(1), (top & np.uint64(7)).astype(np.uint8)))
+            top = self.hashes >> np.uint64(shift)                  # sorted, as the hashes are
+            byte = (top >> np.uint64(3)).astype(np.int64)
+            first = np.flatnonzero(np.r_[True, byte[1:] != byte[:-1]]) if len(byte) else byte
+            bits[byte[first]] = np.bitwise_or.reduceat(
+                np.left_shift(np.uint8(1), (top & np.uint64(7)).astype(np.uint8)), first) if len(byte) else 0
             self._bits = bits
             self._shift = shift
         return self._bits, self._shift
