@@ -244,6 +244,8 @@ def test_benchmark_files_jsonl_gz_and_parquet_folder_read_alike(tmp_path):
      "decontaminate.benchmarks[0].path: cannot read {p}/d.jsonl.gz"),
     (lambda p: (p / "e.csv").write_text("text\nx\n") and str(p / "e.csv"),
      "decontaminate.benchmarks[0].path: {p}/e.csv: not a benchmark file"),
+    (lambda p: (p / "g.jsonl").write_text("\n") and str(p / "g.jsonl"),
+     "decontaminate.benchmarks[0].path: {p}/g.jsonl holds no benchmark items"),
     (lambda p: pq.write_table(pa.table({"q": [1]}), p / "f.parquet") or str(p / "f.parquet"),
      "decontaminate.benchmarks[0].text_field: {p}/f.parquet has no column 'text'"),
 ])

@@ -5,7 +5,8 @@ object per line, blank lines skipped) or Parquet (a `.parquet` file, or a folder
 one dataset; files named `_*` or `.*` are skipped, as Spark and pyarrow skip them). Each item's
 text is its `text_field`. Anything that keeps an item from being read is a ConfigError naming
 the benchmark's key and the file (and line): a missing or unreadable file, a line that is not
-JSON, an item without a string in its `text_field`, a Parquet column that is missing or not text.
+JSON, an item without a string in its `text_field`, a Parquet column that is missing or not
+text, a file without items.
 Nothing is skipped silently.
 """
 from __future__ import annotations
@@ -32,11 +33,15 @@ def read_items(i: int, b: Benchmark) -> pa.Array:
     if not os.path.exists(path):
         raise ConfigError(f"{_where(i)}.path: {path}: no such file or folder")
     if os.path.isdir(path) or path.endswith(".parquet"):
-        return _parquet(i, b)
-    if path.endswith(JSONL) or path.endswith(tuple(e + ".gz" for e in JSONL)):
-        return _jsonl(i, b)
-    raise ConfigError(f"{_where(i)}.path: {path}: not a benchmark file (expected .jsonl, .json or .ndjson, "
-                      f"optionally .gz, a .parquet file or a folder of Parquet files)")
+        items = _parquet(i, b)
+    elif path.endswith(JSONL) or path.endswith(tuple(e + ".gz" for e in JSONL)):
+        items = _jsonl(i, b)
+    else:
+        raise ConfigError(f"{_where(i)}.path: {path}: not a benchmark file (expected .jsonl, .json or .ndjson, "
+                          f"optionally .gz, a .parquet file or a folder of Parquet files)")
+    if not len(items):
+        raise ConfigError(f"{_where(i)}.path: {path} holds no benchmark items")
+    return items
 
 
 def _jsonl(i: int, b: Benchmark) -> pa.Array:
