@@ -5,17 +5,19 @@ reading the same documents alone.
     .venv/bin/python bench/decontaminate.py [--docs 20000] [--ngrams 1200000] [--rounds 3]
 
 Benchmark items: paragraphs of manual pages (`bench/realtext.py`, roff stripped) of at least 13
-words, sections 1, 3, 8, 5, 7, 2, 6, 4 in sorted page order, until their distinct 13-grams number `--ngrams`. Documents: `bench/corpus.py`
-(real files, mean about 6 KB); one in a hundred gets a window of 13 to 40 words of a random item
-inserted (recased), so there are matches to find. In one run:
-- index build, each in a fresh process (peak memory is the process's VmHWM, reset by
-  /proc/self/clear_refs after the items are loaded): the stage's `build_index` (sorted uint64
-  hashes + benchmark bits) and the baseline, a Python `set` of 13-word tuples;
+words, sections 1, 3, 8, 5, 7, 2, 6, 4 in sorted page order, until their distinct 13-grams number
+`--ngrams`. Documents: `bench/corpus.py` (real files, mean about 6 KB); one in a hundred gets a
+window of 13 to 40 words of a random item inserted (recased), so there are matches to find. In
+one run:
+- index build, each in a fresh process: seconds; peak RSS (VmHWM, reset by /proc/self/clear_refs
+  after the items are loaded) and RSS kept; then a second, identical build counted by
+  `tracemalloc` (live peak, and what stays: the index). The stage's `build_index` (sorted uint64
+  hashes + benchmark bits) against the baseline, a Python `set` of 13-word tuples;
 - scan, one core, in this process, `rounds` times alternated: the stage's `scan` over Arrow
   batches of 1,024 documents, and the baseline (regex words, tuples, set intersection);
 - Spark local[2], `rounds` times alternated: reading the documents from Parquet and writing
-  nothing (`noop`; 8 files, so both cores work), the same through an identity mapInArrow (the Arrow round trip to Python
-  alone), and through the stage's mapInArrow; per core = / 2.
+  nothing (`noop`; 8 files, so both cores work), the same through an identity mapInArrow (the
+  Arrow round trip to Python alone), and through the stage's mapInArrow; per core = / 2.
 Results: bench/results/decontaminate.md and .json.
 """
 from __future__ import annotations
@@ -49,7 +51,8 @@ def make_items(path: Path, ngrams: int) -> Path:
     if path.exists():
         return path
     seen, items = set(), []
-    pages = [p for sec in ("man1", "man3", "man8", "man5", "man7", "man2", "man6", "man4") for p in man_pages(MAN / sec)]
+    sections = ("man1", "man3", "man8", "man5", "man7", "man2", "man6", "man4")
+    pages = [p for sec in sections for p in man_pages(MAN / sec)]
     for page in pages:
         for para in man_paragraphs(page):
             w = py_words(para)

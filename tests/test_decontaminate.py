@@ -10,7 +10,6 @@ import gzip
 import json
 import random
 import unicodedata
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -198,7 +197,8 @@ def test_config_reads_a_list_of_benchmark_tables(tmp_path):
 @pytest.mark.parametrize("override, message", [
     ('decontaminate.benchmarks=[{name="a", path="x", txt="t"}]', "decontaminate.benchmarks[0].txt: unknown key"),
     ('decontaminate.benchmarks=[{name="a b", path="x"}]', "decontaminate.benchmarks[0].name: a name of letters"),
-    ('decontaminate.benchmarks=[{name="a", path="x"}, {name="a", path="y"}]', "decontaminate.benchmarks[1].name: 'a' is given twice"),
+    ('decontaminate.benchmarks=[{name="a", path="x"}, {name="a", path="y"}]',
+     "decontaminate.benchmarks[1].name: 'a' is given twice"),
     ('decontaminate.benchmarks=[{name="a"}]', "decontaminate.benchmarks[0].path: no file given"),
     ('decontaminate.benchmarks=["a.jsonl"]', "decontaminate.benchmarks[0]: expected a table"),
     ("decontaminate.min_ngram=14", "decontaminate.min_ngram: must be between 1 and decontaminate.ngram (13)"),
