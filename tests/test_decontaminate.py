@@ -321,6 +321,7 @@ def test_stage_rejects_contaminated_documents_naming_the_first_benchmark(spark):
     assert dict((i, r) for i, r, _ in rejected)["both"] == "contaminated:b"
 
 
+@pytest.mark.slow
 def test_stage_output_does_not_depend_on_partitioning(spark):
     idx = _index()
     one = _run(spark, idx, partitions=1)
@@ -357,6 +358,7 @@ def test_annotate_mode_adds_fields_to_an_existing_signals_struct(spark):
 
 # -- through the pipeline CLI ----------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_pipeline_cli_decontaminates_and_reports(spark, tmp_path, capsys):
     from shardforge.engine.cli import main
 
