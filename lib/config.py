@@ -175,6 +175,18 @@ class QualitySection:
     fineweb_short_line_length: int = 30
     fineweb_max_dup_line_char_ratio: float = 0.01
     fineweb_max_newline_word_ratio: float = 0.3
+    # Per-language overrides of any key above but `filters` and `mode` ([quality.languages.de]
+    # gopher_min_stop_words = 3, gopher_stop_words = [...]), applied by the document's detected
+    # language (needs clean.detect_language); languages not listed use the keys above.
+    languages: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def for_language(self, lang: str | None) -> "QualitySection":
+        """The section a document of language `lang` is judged by."""
+        over = self.languages.get(lang) if lang else None
+        return dataclasses.replace(self, languages={}, **over) if over else self
+
+
+LANGUAGE_FIXED = ("filters", "mode", "languages")   # [quality] keys a language cannot override
 
 
 @dataclass(frozen=True)
@@ -251,6 +263,14 @@ class ShardsSection:
 
 
 @dataclass(frozen=True)
+class SelectSection:
+    """[select]: which rows of the curated table a shard build takes (shardforge.shards.build)."""
+    # a Spark SQL boolean expression over the table's columns, e.g.
+    # "quality_fail is null and signals.gopher_stop_words >= 3"; "" = every row
+    where: str = ""
+
+
+@dataclass(frozen=True)
 class Config:
     pipeline: PipelineSection = field(default_factory=PipelineSection)
     spark: SparkSection = field(default_factory=SparkSection)
@@ -263,6 +283,7 @@ class Config:
     dedup: DedupSection = field(default_factory=DedupSection)
     tokenize: TokenizeSection = field(default_factory=TokenizeSection)
     shards: ShardsSection = field(default_factory=ShardsSection)
+    select: SelectSection = field(default_factory=SelectSection)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain, JSON-ready dict (tuples become lists); key order is stable."""
@@ -334,12 +355,34 @@ def _section(name: str, cls: type, raw: Mapping[str, Any]) -> Any:
         if key not in known:
             raise ConfigError(f"{name}.{key}: unknown key (known: {', '.join(sorted(known))})")
         full = f"{name}.{key}"
+        if full == "quality.languages":
+            values[key] = _language_overrides(value)
+            continue
         values[key] = _coerce(full, hints[key], value)
         if full in CHOICES and values[key] not in CHOICES[full]:
             raise ConfigError(f"{full}: {value!r} is not one of {', '.join(CHOICES[full])}")
     obj = cls(**values)
     _check_ranges(name, obj)
     return obj
+
+
+def _language_overrides(raw: Any) -> dict[str, dict[str, Any]]:
+    """[quality.languages.<lang>] tables: each checked as a [quality] section of its own (same
+    keys, types and ranges), keeping only the keys it sets."""
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"quality.languages: expected a table of languages, got {raw!r}")
+    out = {}
+    for lang, table in sorted(raw.items()):
+        where = f"quality.languages.{lang}"
+        if not isinstance(table, Mapping):
+            raise ConfigError(f"{where}: expected a table of [quality] keys, got {table!r}")
+        for key in table:
+            if key in LANGUAGE_FIXED:
+                raise ConfigError(f"{where}.{key}: cannot be set per language (only the rules' thresholds "
+                                  "and word lists)")
+        checked = _section(where, QualitySection, table)
+        out[str(lang)] = {k: getattr(checked, k) for k in table}
+    return out
 
 
 def _check_ranges(name: str, obj: Any) -> None:
@@ -375,7 +418,7 @@ def _check_ranges(name: str, obj: Any) -> None:
         raise ConfigError(f"dedup.threshold: must be in (0, 1], got {obj.threshold!r}")
     if name == "dedup" and obj.shingle_size < 1:
         raise ConfigError(f"dedup.shingle_size: must be >= 1, got {obj.shingle_size!r}")
-    if name == "quality":
+    if name == "quality" or name.startswith("quality.languages."):
         for i, g in enumerate(obj.filters):
             if g not in QUALITY_GROUPS:
                 raise ConfigError(f"quality.filters[{i}]: {g!r} is not one of {', '.join(QUALITY_GROUPS)}")
@@ -441,4 +484,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
         if not isinstance(value, dict):
             raise ConfigError(f"{name}: expected a table, got {value!r}")
         built[name] = _section(name, hints[name], value)
-    return Config(**built)
+    cfg = Config(**built)
+    if cfg.quality.languages and not cfg.clean.detect_language:
+        raise ConfigError("quality.languages: per-language thresholds need clean.detect_language = true")
+    return cfg

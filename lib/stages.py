@@ -53,7 +53,7 @@ _SPECS = (
     StageSpec("tokenize", reads=("tokenize",), function="tokenize", output="tokenize",
               ignore=("tokenize.tokenizer",), content_of=("tokenize.tokenizer",)),
     StageSpec("curate", reads=(), function="curate", output="curated"),
-    StageSpec("build-shards", reads=("shards",), function="build_shards", output="shards",
+    StageSpec("build-shards", reads=("shards", "select"), function="build_shards", output="shards",
               input_schema="ANY", output_schema=None),
 )
 

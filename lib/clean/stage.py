@@ -7,9 +7,15 @@ normalised (optionally ftfy-fixed first; C4's line rules remove lines), and adds
 and `language_score` (`[clean] detect_language`; null for images and for rows an earlier rule
 rejected). Rules run in this order, and a row gets the first one it fails: textclean's rules,
 `filter:language` (`[clean] languages`, `min_language_score`), then the `[quality] filters`
-groups (`filter:gopher_*`, `filter:c4_*`, `filter:fineweb_*`). Rejected rows carry the reason
-and their original text; rows of kind "image" are normalised but never filtered (captions).
-rows in = kept + rejected; the result does not depend on partitioning.
+groups (`filter:gopher_*`, `filter:c4_*`, `filter:fineweb_*`), each document judged by its
+language's thresholds (`[quality.languages.<lang>]`). Rejected rows carry the reason and their
+original text; rows of kind "image" are normalised but never filtered (captions).
+
+With `[quality] mode = "annotate"` the groups drop nothing: every quantity they compare with a
+threshold goes into the struct column `signals` (one float64 field per quantity, fields named
+after the rules, see README.md) and the first rule a document fails into `quality_fail` (null:
+passes; the same decision filter mode makes), both null for images and for rows an earlier rule
+rejected. rows in = kept + rejected; the result does not depend on partitioning.
 """
 from __future__ import annotations
 
@@ -19,6 +25,8 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, StringType, StructField, StructType
+
+import numpy as np
 
 from shardforge.config import CleanSection, QualitySection
 from shardforge.stage import StageResult, rejects
@@ -45,11 +53,21 @@ def rules_from_config(cfg: CleanSection) -> Rules:
 LANGUAGE_FIELDS = [StructField("language", StringType(), True), StructField("language_score", DoubleType(), True)]
 
 
+def annotates(q: QualitySection) -> bool:
+    return q.mode == "annotate" and bool(q.filters)
+
+
+def signal_type(q: QualitySection) -> StructType:
+    from shardforge.clean.quality import signal_fields
+
+    return StructType([StructField(n, DoubleType(), True) for n in signal_fields(q.filters)])
+
+
 def clean_batch(batch: pa.RecordBatch, rules: Rules, form: str, cfg: CleanSection,
                 q: QualitySection) -> pa.RecordBatch:
     """One Arrow batch in, the same columns out (text normalised for kept rows, original for
-    rejected ones), then language and language_score (when detected), then the reject reason
-    (null = kept)."""
+    rejected ones), then language and language_score (when detected), then signals and
+    quality_fail (annotate mode), then the reject reason (null = kept)."""
     from shardforge.clean.langid import identify
 
     texts = to_pylist_safe(batch.column("text"))
@@ -68,8 +86,7 @@ def clean_batch(batch: pa.RecordBatch, rules: Rules, form: str, cfg: CleanSectio
         reasons.append(reason)
         langs.append(lang)
         scores.append(score)
-    if q.filters:
-        _quality(out_text, kinds, reasons, q)
+    extra = _quality(out_text, kinds, reasons, langs, q) if q.filters else None
     out_text = [new if reason is None else old for new, old, reason in zip(out_text, texts, reasons)]
     cols = [from_pylist(out_text, batch.schema.field("text").type) if name == "text" else batch.column(i)
             for i, name in enumerate(batch.schema.names)]
@@ -77,23 +94,50 @@ def clean_batch(batch: pa.RecordBatch, rules: Rules, form: str, cfg: CleanSectio
     if cfg.detect_language:
         cols += [pa.array(langs, pa.string()), pa.array(scores, pa.float64())]
         names += ["language", "language_score"]
+    if extra is not None:
+        cols += list(extra)
+        names += ["signals", "quality_fail"]
     return pa.RecordBatch.from_arrays(cols + [pa.array(reasons, pa.string())], names=names + [REASON_COL])
 
 
-def _quality(texts: list, kinds: list, reasons: list, q: QualitySection) -> None:
-    """The [quality] groups on the rows still kept (not images), vectorised over them; their
-    reasons and (C4) texts are written back in place."""
-    from shardforge.clean.quality import apply
+def _quality(texts: list, kinds: list, reasons: list, langs: list, q: QualitySection):
+    """The [quality] groups on the rows still kept (not images), vectorised over them, each
+    language's documents with that language's thresholds. Filter mode: their reasons and (C4)
+    texts are written back in place; returns None. Annotate mode: the C4 texts are written back,
+    nothing is rejected; returns the `signals` StructArray and the `quality_fail` array."""
+    from shardforge.clean.quality import annotate, apply, signal_fields
 
+    n = len(texts)
     idx = [i for i, (r, k) in enumerate(zip(reasons, kinds)) if r is None and k != "image"]
-    if not idx:
-        return
-    got, new = apply(from_pylist([texts[i] for i in idx]), q)
-    for i, r, t in zip(idx, got, new.to_pylist()):
-        if r is None:
-            texts[i] = t
+    on = annotates(q)
+    fields = signal_fields(q.filters) if on else []
+    matrix = np.zeros((n, len(fields)))
+    fails: list[str | None] = [None] * n
+    by_lang: dict[str | None, list[int]] = {}
+    for i in idx:
+        by_lang.setdefault(langs[i] if langs[i] in q.languages else None, []).append(i)
+    for lang, rows in by_lang.items():
+        sub = from_pylist([texts[i] for i in rows])
+        if on:
+            got, new, sig = annotate(sub, q.for_language(lang))
+            matrix[rows] = sig
         else:
-            reasons[i] = f"filter:{r}"
+            got, new = apply(sub, q.for_language(lang))
+        for i, r, t in zip(rows, got, new.to_pylist()):
+            if on or r is None:
+                texts[i] = t
+            if r is not None:
+                if on:
+                    fails[i] = r
+                else:
+                    reasons[i] = f"filter:{r}"
+    if not on:
+        return None
+    present = np.zeros(n, dtype=bool)
+    present[idx] = True
+    struct = pa.StructArray.from_arrays([pa.array(matrix[:, j]) for j in range(len(fields))], names=fields,
+                                        mask=pa.array(~present))
+    return struct, pa.array(fails, pa.string())
 
 
 def _fixer():
@@ -110,8 +154,11 @@ def clean(df: DataFrame, cfg: CleanSection, quality: QualitySection = QualitySec
     rules = rules_from_config(cfg)
     form = cfg.unicode_form if cfg.normalize_unicode else ""
     owned = [f for f in df.schema.fields if not (cfg.detect_language and f.name in ("language", "language_score"))]
+    owned = [f for f in owned if not (annotates(quality) and f.name in ("signals", "quality_fail"))]
     src = df.select(*[F.col(f"`{f.name}`") for f in owned]) if len(owned) < len(df.schema.fields) else df
-    out_schema = StructType(owned + (LANGUAGE_FIELDS if cfg.detect_language else [])
+    annotated = [StructField("signals", signal_type(quality), True),
+                 StructField("quality_fail", StringType(), True)] if annotates(quality) else []
+    out_schema = StructType(owned + (LANGUAGE_FIELDS if cfg.detect_language else []) + annotated
                             + [StructField(REASON_COL, StringType(), True)])
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:

@@ -152,7 +152,13 @@ def clean(ctx: StageContext, df: DataFrame) -> StageOutput:
     from shardforge.clean.stage import clean as run_clean
 
     res = run_clean(df, ctx.cfg.clean, ctx.cfg.quality)
-    return StageOutput(res.kept, res.rejected, shared=res.shared)
+    finish = None
+    if "quality_fail" in res.kept.columns:          # annotate mode: what filter mode would have dropped
+        def finish(done) -> dict:
+            rows = done.kept.groupBy("quality_fail").count().collect()
+            return {"quality_fail": {r["quality_fail"] or "none": int(r["count"])
+                                     for r in sorted(rows, key=lambda r: r["quality_fail"] or "")}}
+    return StageOutput(res.kept, res.rejected, shared=res.shared, finish=finish)
 
 
 def redact(ctx: StageContext, df: DataFrame) -> StageOutput:
@@ -321,7 +327,7 @@ def build_shards(ctx: StageContext, df: DataFrame) -> StageOutput:
     under the build folder's own lock. A Delta input is read at a pinned version, recorded
     in the manifest."""
     from shardforge.engine.lock import RunLock
-    from shardforge.shards.build import build_shards as run_build
+    from shardforge.shards.build import build_shards as run_build, select_rows
 
     handle = ctx.input_handle
     as_of = ctx.options.as_of_version
@@ -332,6 +338,10 @@ def build_shards(ctx: StageContext, df: DataFrame) -> StageOutput:
         source = {"table": _where(ctx, handle.path), "version": handle.version}
     else:
         source = {"paths": [_where(ctx, p) for p in ctx.cfg.pipeline.input]}
+    selected = None
+    if ctx.cfg.select.where.strip():
+        df, selected = select_rows(df, ctx.cfg.select.where.strip())
+        source["select"] = selected
     out = ctx.layout.shards
     lock_path = f"{out.rstrip('/')}/_lock.json"
     lock = None if lock_path == ctx.layout.lock else RunLock(lock_path, ctx.files,
@@ -344,6 +354,8 @@ def build_shards(ctx: StageContext, df: DataFrame) -> StageOutput:
     rows = [s["rows"] for s in manifest["shards"]]
     report = {"shards": {"num_shards": manifest["num_shards"], "build_id": manifest["build_id"], "path": out,
                          "rows": rows, "bytes": [s["bytes"] for s in manifest["shards"]]}}
+    if selected is not None:
+        report["select"] = selected
     return StageOutput(rows_in=manifest["total_rows"], rows_out=sum(rows), report=report)
 
 

@@ -46,6 +46,29 @@ class ShardBuildError(ValueError):
     """The input cannot be built into shards (missing or null key, bad sizing)."""
 
 
+def select_rows(df: DataFrame, where: str) -> tuple[DataFrame, dict[str, Any]]:
+    """The rows of `df` for which the Spark SQL boolean expression `where` is true (null counts
+    as false), and {"where", "selected", "not_selected"} (one pass over `df`). An expression
+    that does not parse, names an unknown column or is not boolean is a ShardBuildError naming
+    it, raised before anything is written."""
+    from pyspark.errors import AnalysisException, ParseException
+    from pyspark.sql.types import BooleanType
+
+    try:
+        cond = F.expr(where)
+        kind = df.select(cond.alias("_selected")).schema["_selected"].dataType
+    except (ParseException, AnalysisException) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ShardBuildError(f"select.where: {where!r} cannot be used: {first}") from None
+    if not isinstance(kind, BooleanType):
+        raise ShardBuildError(f"select.where: {where!r} is of type {kind.simpleString()}, not boolean")
+    row = df.agg(F.count(F.lit(1)).alias("n"),
+                 F.sum(F.when(F.coalesce(cond, F.lit(False)), 1).otherwise(0)).alias("k")).first()
+    n, k = int(row["n"]), int(row["k"] or 0)
+    log.info("select.where %r: %d of %d rows selected", where, k, n)
+    return df.where(F.coalesce(cond, F.lit(False))), {"where": where, "selected": k, "not_selected": n - k}
+
+
 def settings_of(cfg: ShardsSection) -> WriterSettings:
     return WriterSettings(row_group_rows=cfg.row_group_rows, compression=cfg.compression,
                           compression_level=cfg.compression_level)
