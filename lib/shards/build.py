@@ -54,12 +54,21 @@ def select_rows(df: DataFrame, where: str) -> tuple[DataFrame, dict[str, Any]]:
     from pyspark.errors import AnalysisException, ParseException
     from pyspark.sql.types import BooleanType
 
+    # pyspark logs an analysis error with its whole JVM stack before raising it; the one-line
+    # message below says all a user needs
+    quiet = [logging.getLogger(n) for n in ("SQLQueryContextLogger", "DataFrameQueryContextLogger")]
+    were = [q.disabled for q in quiet]
     try:
+        for q in quiet:
+            q.disabled = True
         cond = F.expr(where)
         kind = df.select(cond.alias("_selected")).schema["_selected"].dataType
     except (ParseException, AnalysisException) as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ShardBuildError(f"select.where: {where!r} cannot be used: {first}") from None
+    finally:
+        for q, w in zip(quiet, were):
+            q.disabled = w
     if not isinstance(kind, BooleanType):
         raise ShardBuildError(f"select.where: {where!r} is of type {kind.simpleString()}, not boolean")
     row = df.agg(F.count(F.lit(1)).alias("n"),
