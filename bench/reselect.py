@@ -1,7 +1,7 @@
 """Annotate once, select many times: what a re-selection costs against the pipeline that made
 the curated table.
 
-    .venv/bin/python bench/select.py --docs 20000
+    .venv/bin/python bench/reselect.py --docs 20000
 
 1. `shardforge pipeline` in annotate mode (ingest, clean with the four quality groups and
    language ID, redact, dedup, curate, build-shards) on a corpus of real files
@@ -10,7 +10,7 @@ the curated table.
    way, twice (two expressions).
 3. The Delta logs of every table before and after the selections: no new version.
 Prints one JSON object (seconds, selected rows, the ratio select / pipeline) and writes it to
-bench/results/select.json.
+bench/results/reselect.json.
 """
 from __future__ import annotations
 
@@ -77,7 +77,7 @@ def main() -> None:
               "cpus": os.cpu_count()}
     print(json.dumps(result, indent=1))
     (ROOT / "bench" / "results").mkdir(exist_ok=True)
-    (ROOT / "bench" / "results" / "select.json").write_text(json.dumps(result, indent=1) + "\n")
+    (ROOT / "bench" / "results" / "reselect.json").write_text(json.dumps(result, indent=1) + "\n")
 
 
 if __name__ == "__main__":
