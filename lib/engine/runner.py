@@ -362,6 +362,8 @@ class Runner:
         from shardforge.stage import empty_rejects
 
         frames = [d.rejected for d in ctx.done.values() if d.rejected is not None]
+        if not frames and all(REGISTRY[n].is_sink for n in ctx.done):
+            return      # a shard build alone (build-shards from a table) rejects nothing: no Delta commit
         rej = frames[0] if frames else empty_rejects(self.spark)
         for f in frames[1:]:
             rej = rej.unionByName(f)

@@ -327,7 +327,7 @@ def build_shards(ctx: StageContext, df: DataFrame) -> StageOutput:
     under the build folder's own lock. A Delta input is read at a pinned version, recorded
     in the manifest."""
     from shardforge.engine.lock import RunLock
-    from shardforge.shards.build import build_shards as run_build, select_rows
+    from shardforge.shards.build import build_shards as run_build
 
     handle = ctx.input_handle
     as_of = ctx.options.as_of_version
@@ -338,24 +338,21 @@ def build_shards(ctx: StageContext, df: DataFrame) -> StageOutput:
         source = {"table": _where(ctx, handle.path), "version": handle.version}
     else:
         source = {"paths": [_where(ctx, p) for p in ctx.cfg.pipeline.input]}
-    selected = None
-    if ctx.cfg.select.where.strip():
-        df, selected = select_rows(df, ctx.cfg.select.where.strip())
-        source["select"] = selected
     out = ctx.layout.shards
     lock_path = f"{out.rstrip('/')}/_lock.json"
     lock = None if lock_path == ctx.layout.lock else RunLock(lock_path, ctx.files,
                                                                 timeout=ctx.cfg.pipeline.lock_timeout).acquire()
     try:
-        manifest = run_build(df, out, ctx.cfg.shards, config=recorded_config(ctx.cfg), source=source)
+        manifest = run_build(df, out, ctx.cfg.shards, config=recorded_config(ctx.cfg), source=source,
+                             where=ctx.cfg.select.where.strip())
     finally:
         if lock is not None:
             lock.release()
     rows = [s["rows"] for s in manifest["shards"]]
     report = {"shards": {"num_shards": manifest["num_shards"], "build_id": manifest["build_id"], "path": out,
                          "rows": rows, "bytes": [s["bytes"] for s in manifest["shards"]]}}
-    if selected is not None:
-        report["select"] = selected
+    if "select" in manifest["source"]:
+        report["select"] = manifest["source"]["select"]
     return StageOutput(rows_in=manifest["total_rows"], rows_out=sum(rows), report=report)
 
 
