@@ -156,6 +156,11 @@ def test_the_clean_fingerprint_covers_the_lists_content_not_their_place(tmp_path
     assert part(tmp_path / "b" / "blacklists") != a                # a list changed
     shutil.move(tmp_path / "a" / "blacklists" / "gambling", tmp_path / "a" / "blacklists" / "betting")
     assert part(tmp_path / "a" / "blacklists") != a                # a category renamed
+    cat = tmp_path / "c" / "adult"                                  # a category folder given itself
+    shutil.copytree(tmp_path / "b" / "blacklists" / "adult", cat)
+    one = part(cat)
+    shutil.move(cat, tmp_path / "c" / "porn")
+    assert part(tmp_path / "c" / "porn") != one
 
 
 # -- in the clean stage (Spark) --------------------------------------------------------------
