@@ -27,6 +27,7 @@ shared.info
 ADULT_URLS = """# pages and folders
 geocities.com/bad/page.html
 www.geocities.com/dir/
+whole.site.net
 """
 GAMBLING_DOMAINS = "casino.com\nshared.info\nblog.host.net\n"
 
@@ -60,6 +61,9 @@ CASES = [
     ("http://geocities.com/dir", "adult"),
     ("http://geocities.com/directory/file.html", None),
     ("http://fr.geocities.com/bad/page.html", None),           # url entries name their host only
+    ("http://whole.site.net", "adult"),                        # a urls entry without a path
+    ("http://whole.site.net/any/page?x=1", "adult"),
+    ("http://sub.whole.site.net/", None),
     ("http://casino.com/", "gambling"),
     ("http://shared.info/", "adult"),                          # in both: the first category
     ("http://blog.host.net/", "gambling"),                     # a listed subdomain

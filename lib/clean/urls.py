@@ -249,7 +249,11 @@ def _index(blobs: tuple[bytes, ...]) -> dict[str, int]:
     table: dict[str, int] = {}
     for c in range(len(blobs) - 1, -1, -1):
         if blobs[c]:
-            table.update(dict.fromkeys(blobs[c].decode().split("\n"), c))
+            part = dict.fromkeys(blobs[c].decode().split("\n"), c)
+            if table:
+                table.update(part)
+            else:
+                table = part   # no copy of the (often only) list
     return table
 
 
