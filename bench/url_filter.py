@@ -8,8 +8,9 @@ Data (synthetic, seeded, written to a temp folder in UT1's layout): one category
 listed as subdomains, a twentieth with `www.`) and --domains/10 `urls` entries (host + 1-3
 path segments), plus banned words (6) and soft banned words (10). --urls URLs: 8 % on a listed
 domain or below it, 2 % on a listed page or below it, the rest on unlisted hosts (a third of
-them one letter away from a listed domain), http or https, 0-4 path segments, a query on a
-quarter; kept in an Arrow array and a Parquet file.
+them one letter away from a listed domain; 1 % with a banned word in a path segment, 1 % with
+two soft banned words), http or https, 0-4 path segments, a query on a quarter; kept in an
+Arrow array and a Parquet file.
 
 Timed per round, CPU seconds of this process (time.process_time; the machine is shared, wall
 seconds are given too), median of alternated rounds, all on one core:
@@ -17,9 +18,9 @@ seconds are given too), median of alternated rounds, all on one core:
   them), lists and words on, tables already built (each Python worker builds them once);
 - read: the URL column read from its Parquet file (zstd) into Arrow: reading the URLs alone;
 - urlsplit: `urllib.parse.urlsplit(u).hostname` per URL: the host alone, the plain-Python way.
-Ratios are filter / baseline. Memory: the pickled filter (what a task receives), and the
-growth of this process (tracemalloc, and RSS) while the lookup tables are built, with the time
-that takes (once per Python worker) and the driver's load time.
+Ratios are filter / baseline. Memory: the pickled filter (what a task receives), the growth of
+this process's RSS while the lookup tables are built and the bytes they hold (tracemalloc, on a
+second build), with the time a build takes (once per Python worker) and the driver's load time.
 """
 from __future__ import annotations
 
@@ -99,6 +100,11 @@ def make_data(folder: Path, n_domains: int, n_urls: int, seed: int = 1):
             else:
                 host = f"{rng.choice(('', 'www.', 'blog.'))}{_label(rng)}.{rng.choice(TLDS)}"
             rest = _path(rng, rng.randint(0, 4))
+            w = rng.random()
+            if w < 0.01:
+                rest += f"/{_label(rng, 3, 6)}-{rng.choice(BANNED)}-{_label(rng, 3, 6)}"
+            elif w < 0.02:
+                rest += "/" + "-".join(rng.sample(SOFT, 2))
         query = f"?id={rng.randint(0, 10**6)}&q={_label(rng, 3, 8)}" if rng.random() < 0.25 else ""
         urls.append(f"{scheme}://{host}{rest}{query}")
     return pa.array(urls, pa.string())
@@ -137,13 +143,15 @@ def main() -> None:
     g = pickle.loads(pickle.dumps(f))
     urlmod._TABLES.clear()
     rss0 = _rss()
-    tracemalloc.start()
     t0 = time.process_time()
     g._tables()
     tables_cpu = time.process_time() - t0
-    traced = tracemalloc.get_traced_memory()[0]
+    rss_tables = _rss() - rss0           # first, without tracemalloc's own bookkeeping
+    urlmod._TABLES.clear()
+    tracemalloc.start()
+    g._tables()
+    traced, traced_peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    rss_tables = _rss() - rss0
     entries = tuple(len(t) for t in g._tables()[:2])
 
     batches = [urls.slice(i, BATCH) for i in range(0, len(urls), BATCH)]
@@ -171,7 +179,7 @@ def main() -> None:
         "domains": a.domains, "urls": n, "rounds": a.rounds, "loadavg": os.getloadavg(),
         "list_file_bytes": size, "table_entries": {"domains": entries[0], "urls": entries[1]},
         "driver_load_cpu_s": round(load_cpu, 2), "pickled_filter_bytes": shipped,
-        "tables_build_cpu_s": round(tables_cpu, 2), "tables_traced_bytes": traced, "tables_rss_bytes": rss_tables,
+        "tables_build_cpu_s": round(tables_cpu, 2), "tables_traced_bytes": traced, "tables_traced_peak_bytes": traced_peak, "tables_rss_bytes": rss_tables,
         "blocked": sum(lab is not None for lab in labels),
         "by_label": {k: sum(lab == k for lab in labels) for k in sorted({x for x in labels if x})},
         "cpu_s": {k: round(v[0], 3) for k, v in med.items()}, "wall_s": {k: round(v[1], 3) for k, v in med.items()},
