@@ -230,6 +230,18 @@ def test_annotate_mode_drops_nothing_for_urls_and_sets_the_signal(spark, tmp_pat
     assert len(got) + len(rejected) == len(rows)
     assert got == {f"d{i}": label for i, (_, label) in enumerate(CASES)}
 
+    # beside the quality groups' signals; an image (no quality signals) keeps its URL's label
+    rows = [_doc(0, "http://example.com/"), _doc(1, "http://fine.org/"),
+            {**_doc(2, "http://cdn.example.com/a.jpg", "a caption"), "kind": "image"},
+            {**_doc(3, "http://fine.org/b.jpg", "a caption"), "kind": "image"}]
+    res = clean(spark.createDataFrame(rows, DOCUMENT), CleanSection(),
+                QualitySection(mode="annotate", filters=("gopher_quality",)), f)
+    kept = {r["id"]: r["signals"] for r in res.kept.select("id", "signals").collect()}
+    assert res.rejected.count() == 0 and sorted(kept) == ["d0", "d1", "d2", "d3"]
+    assert [kept[k]["url_blocklist"] if kept[k] else None for k in sorted(kept)] == ["adult", None, "adult", None]
+    assert kept["d0"]["gopher_words"] == kept["d1"]["gopher_words"] == 15      # PROSE's 15 words
+    assert kept["d2"]["gopher_words"] is None and kept["d3"] is None          # images: no quality signals
+
 
 # -- through the pipeline command --------------------------------------------------------------
 @pytest.mark.slow
@@ -244,16 +256,25 @@ def test_pipeline_reports_the_url_reasons(spark, tmp_path, capsys):
     docs.write_text("".join(json.dumps({"id": f"p{i}", "text": f"{PROSE} Number {i}.", "url": u}) + "\n"
                             for i, u in enumerate(urls)))
     out = tmp_path / "out"
-    assert main(["pipeline", "--input", str(docs), "--output", str(out),
-                 "--set", 'pipeline.stages=["ingest", "clean"]', "--set", "spark.shuffle_partitions=2",
-                 "--set", f'url_filter.blocklists=["{top}"]', "--set", 'url_filter.banned_words=["porn"]',
-                 "--set", 'url_filter.soft_banned_words=["hot", "girls"]']) == 0
+    args = ["--set", 'pipeline.stages=["ingest", "clean"]', "--set", "spark.shuffle_partitions=2",
+            "--set", f'url_filter.blocklists=["{top}"]', "--set", 'url_filter.banned_words=["porn"]',
+            "--set", 'url_filter.soft_banned_words=["hot", "girls"]']
+    assert main(["pipeline", "--input", str(docs), "--output", str(out), *args]) == 0
     capsys.readouterr()
     report = json.loads((out / "report.json").read_text())
     stage = next(s for s in report["stages"] if s["name"] == "clean")
     assert (stage["rows_in"], stage["kept"], stage["rejected"]) == (9, 3, 6)
     assert stage["rejects_by_reason"] == {"filter:url_blocklist:adult": 3, "filter:url_blocklist:gambling": 1,
                                           "filter:url_banned_word": 1, "filter:url_soft_banned_words": 1}
+
+    # annotate mode: nothing dropped, the labels counted in the report
+    assert main(["pipeline", "--input", str(docs), "--output", str(tmp_path / "annotated"), *args,
+                 "--set", 'quality.mode="annotate"']) == 0
+    capsys.readouterr()
+    report = json.loads((tmp_path / "annotated" / "report.json").read_text())
+    stage = next(s for s in report["stages"] if s["name"] == "clean")
+    assert (stage["rows_in"], stage["kept"], stage["rejected"]) == (9, 9, 0)
+    assert report["url_blocklist"] == {"adult": 3, "banned_word": 1, "gambling": 1, "none": 3, "soft_banned_words": 1}
 
 
 def test_a_missing_block_list_exits_2_naming_it_before_spark_starts(tmp_path):
