@@ -29,6 +29,7 @@ import json
 import os
 import pickle
 import random
+import shutil
 import statistics
 import string
 import sys
@@ -186,6 +187,7 @@ def main() -> None:
         "urls_per_cpu_s": {k: round(n / v[0]) for k, v in med.items()},
         "filter_over": {k: round(med["filter"][0] / med[k][0], 2) for k in ("read", "urlsplit")},
     }
+    shutil.rmtree(tmp)
     print(json.dumps(result, indent=1))
     if a.out:
         Path(a.out).write_text(json.dumps(result, indent=1) + "\n")
