@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import ipaddress
+import re
 import tomllib
 import typing
 from dataclasses import dataclass, field
@@ -190,6 +191,18 @@ LANGUAGE_FIXED = ("filters", "mode", "languages")   # [quality] keys a language 
 
 
 @dataclass(frozen=True)
+class UrlFilterSection:
+    """[url_filter]: block lists and banned words checked against each document's `url` in the
+    clean stage, before its text rules (shardforge.clean.urls). All empty (default): off."""
+    # UT1-layout folders: a category folder (holding `domains` and/or `urls`), or a folder of
+    # category folders; a blocked document's reason is filter:url_blocklist:<folder name>
+    blocklists: tuple[str, ...] = ()
+    banned_words: tuple[str, ...] = ()       # equal to a URL token: filter:url_banned_word
+    soft_banned_words: tuple[str, ...] = ()  # soft_word_threshold of them: filter:url_soft_banned_words
+    soft_word_threshold: int = 2
+
+
+@dataclass(frozen=True)
 class RedactSection:
     """[redact]: PII kinds and how spans are replaced (shardforge.redact.pii)."""
     kinds: tuple[str, ...] = ("EMAIL", "IP_ADDRESS", "PHONE", "CREDIT_CARD", "US_SSN", "IBAN", "KEY")
@@ -278,6 +291,7 @@ class Config:
     download: DownloadSection = field(default_factory=DownloadSection)
     clean: CleanSection = field(default_factory=CleanSection)
     quality: QualitySection = field(default_factory=QualitySection)
+    url_filter: UrlFilterSection = field(default_factory=UrlFilterSection)
     redact: RedactSection = field(default_factory=RedactSection)
     rejects: RejectsSection = field(default_factory=RejectsSection)
     dedup: DedupSection = field(default_factory=DedupSection)
@@ -425,6 +439,14 @@ def _check_ranges(name: str, obj: Any) -> None:
         for key, size in (("gopher_max_top_ngram_char_frac", 3), ("gopher_max_dup_ngram_char_frac", 6)):
             if len(getattr(obj, key)) != size:
                 raise ConfigError(f"quality.{key}: expected {size} fractions (one per n), got {len(getattr(obj, key))}")
+    if name == "url_filter":
+        for key in ("banned_words", "soft_banned_words"):
+            for i, w in enumerate(getattr(obj, key)):
+                if not re.fullmatch(r"[A-Za-z0-9]+", w):   # URL tokens are runs of letters and digits
+                    raise ConfigError(f"url_filter.{key}[{i}]: {w!r} can never equal a URL token "
+                                      "(a run of ASCII letters and digits)")
+        if obj.soft_word_threshold < 1:
+            raise ConfigError(f"url_filter.soft_word_threshold: must be >= 1, got {obj.soft_word_threshold!r}")
     if name == "clean" and obj.languages and not obj.detect_language:
         raise ConfigError("clean.languages: needs clean.detect_language = true")
     if name == "ingest" and obj.extract_timeout <= 0:

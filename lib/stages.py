@@ -25,7 +25,7 @@ class StageSpec:
     input_schema: str | None = "DOCUMENT"   # name in shardforge.schemas; "ANY": no check; None: reads the run's inputs
     output_schema: str | None = "DOCUMENT"  # asserted on kept rows (extra columns allowed); None: a sink
     ignore: tuple[str, ...] = ()        # keys of `reads` left out of the fingerprint
-    content_of: tuple[str, ...] = ()    # keys naming files whose content (sha256) the fingerprint covers
+    content_of: tuple[str, ...] = ()    # keys naming files or folders (or lists of them) whose content the fingerprint covers
     listable: bool = True               # may appear in pipeline.stages (else the runner adds it)
 
     @property
@@ -46,7 +46,9 @@ _SPECS = (
               input_schema=None, listable=False),
     StageSpec("ingest", reads=("pipeline.input_format", "pipeline.write_raw", "ingest", "download"),
               function="ingest", output="raw", input_schema=None, ignore=("download.spool_dir",)),
-    StageSpec("clean", reads=("clean", "quality"), function="clean", output="clean"),
+    # the block lists are covered by their content (and their folder names), not their paths
+    StageSpec("clean", reads=("clean", "quality", "url_filter"), function="clean", output="clean",
+              ignore=("url_filter.blocklists",), content_of=("url_filter.blocklists",)),
     StageSpec("redact", reads=("redact",), function="redact", output="redact", output_schema="CURATED"),
     StageSpec("dedup", reads=("dedup",), function="dedup", output="dedup", ignore=("dedup.checkpoint_dir",)),
     # the tokenizer file is covered by its content (sha256), not by its path

@@ -25,6 +25,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 import time
 import uuid
 from typing import Any
@@ -66,9 +67,27 @@ def config_part(cfg: Config, spec: StageSpec) -> dict:
         part.get(section, {}).pop(key, None)
     for ref in spec.content_of:
         section, _, key = ref.partition(".")
-        with open(full[section][key], "rb") as fh:
-            part[f"sha256({ref})"] = hashlib.sha256(fh.read()).hexdigest()
+        value = full[section][key]
+        if isinstance(value, list):
+            if value:
+                part[f"sha256({ref})"] = [_content_sha(p) for p in value]
+        else:
+            part[f"sha256({ref})"] = _content_sha(value)
     return part
+
+
+def _content_sha(path: str) -> str:
+    """sha256 of a file's bytes; of a folder, of every file under it (symlinks followed) with
+    its path relative to the folder's parent, so the folder's own name counts (it names the
+    category of a block list) but not where it lies."""
+    if not os.path.isdir(path):
+        with open(path, "rb") as fh:
+            return hashlib.file_digest(fh, "sha256").hexdigest()
+    base = os.path.dirname(os.path.normpath(path))
+    h = hashlib.sha256()
+    for f in sorted(os.path.join(root, f) for root, _, files in os.walk(path, followlinks=True) for f in files):
+        h.update(f"{os.path.relpath(f, base)}\0{_content_sha(f)}\n".encode())
+    return h.hexdigest()
 
 
 def _schema_of(name: str) -> StructType:
@@ -381,6 +400,10 @@ def validate(cfg: Config, stages: tuple[str, ...]) -> None:
                 from shardforge.ingest.download import check_config
 
                 check_config(cfg.download)
+            elif name == "clean" and cfg.url_filter.blocklists:
+                from shardforge.clean.urls import category_folders
+
+                category_folders(cfg.url_filter.blocklists)
             elif name == "redact":
                 from shardforge.redact.stage import redactor_from_config
 

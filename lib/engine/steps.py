@@ -150,14 +150,23 @@ def ingest(ctx: StageContext, _df: None) -> StageOutput:
 
 def clean(ctx: StageContext, df: DataFrame) -> StageOutput:
     from shardforge.clean.stage import clean as run_clean
+    from shardforge.clean.urls import UrlFilter
 
-    res = run_clean(df, ctx.cfg.clean, ctx.cfg.quality)
+    urls = UrlFilter.from_config(ctx.cfg.url_filter)
+    res = run_clean(df, ctx.cfg.clean, ctx.cfg.quality, urls)
+    counted = {}        # annotate mode: what filter mode would have dropped, by rule and by URL label
+    if "quality_fail" in res.kept.columns:
+        counted["quality_fail"] = F.col("quality_fail")
+    if urls is not None and ctx.cfg.quality.mode == "annotate":
+        counted["url_blocklist"] = F.col("signals.url_blocklist")
     finish = None
-    if "quality_fail" in res.kept.columns:          # annotate mode: what filter mode would have dropped
+    if counted:
         def finish(done) -> dict:
-            rows = done.kept.groupBy("quality_fail").count().collect()
-            return {"quality_fail": {r["quality_fail"] or "none": int(r["count"])
-                                     for r in sorted(rows, key=lambda r: r["quality_fail"] or "")}}
+            out = {}
+            for name, col in counted.items():
+                rows = done.kept.groupBy(col.alias(name)).count().collect()
+                out[name] = {r[name] or "none": int(r["count"]) for r in sorted(rows, key=lambda r: r[name] or "")}
+            return out
     return StageOutput(res.kept, res.rejected, shared=res.shared, finish=finish)
 
 
