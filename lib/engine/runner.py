@@ -22,6 +22,7 @@ starts, and every publishing step is a merge by id (a rerun merges nothing twice
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import logging
@@ -56,19 +57,35 @@ def config_part(cfg: Config, spec: StageSpec) -> dict:
     """The config a stage's fingerprint covers: its `reads` without its `ignore` keys (as the
     config is recorded: secrets as key ids), and the sha256 of the files its `content_of`
     keys name."""
+    from shardforge.score.model import file_sha256    # remembers a file's hash (model files are large)
+
     full = recorded_config(cfg)
     part: dict[str, Any] = {}
     for ref in spec.reads:
         section, _, key = ref.partition(".")
-        part[ref] = full[section][key] if key else dict(full[section])
-    for ref in spec.ignore:
-        section, _, key = ref.partition(".")
-        part.get(section, {}).pop(key, None)
+        part[ref] = copy.deepcopy(full[section][key] if key else full[section])
     for ref in spec.content_of:
-        section, _, key = ref.partition(".")
-        with open(full[section][key], "rb") as fh:
-            part[f"sha256({ref})"] = hashlib.sha256(fh.read()).hexdigest()
+        for name, holder, key in _named(full, ref):
+            part[f"sha256({name})"] = file_sha256(holder[key])
+    for ref in spec.ignore:
+        for _name, holder, key in _named(part, ref):
+            holder.pop(key, None)
     return part
+
+
+def _named(config: dict, ref: str) -> list[tuple[str, dict, str]]:
+    """(name, the dict holding it, its key) of each value `ref` names in a recorded config:
+    `section.key`, or `section.key[].field` for that field of every table in a list
+    (`score.models[].path` -> `score.models[0].path`, ...). Absent values name nothing."""
+    section, _, key = ref.partition(".")
+    holder = config.get(section)
+    if not isinstance(holder, dict):
+        return []
+    if "[]." not in key:
+        return [(ref, holder, key)] if key in holder else []
+    key, _, field = key.partition("[].")
+    return [(f"{section}.{key}[{i}].{field}", item, field) for i, item in enumerate(holder.get(key) or [])
+            if isinstance(item, dict) and field in item]
 
 
 def _schema_of(name: str) -> StructType:
@@ -391,6 +408,11 @@ def validate(cfg: Config, stages: tuple[str, ...]) -> None:
                 from shardforge.tokenize.stage import load_tokenizer
 
                 load_tokenizer(cfg.tokenize.tokenizer)
+            elif name == "score":
+                from shardforge.score.model import binding, check_models
+
+                check_models(cfg.score)
+                binding()
         except ConfigError:
             raise
         except ValueError as exc:
