@@ -109,7 +109,8 @@ def test_score_config_reads_a_list_of_model_tables(tmp_path):
 
 
 @pytest.mark.parametrize("override, message", [
-    ('score.models=[{name = "edu", path = "m.bin", label = "x", colour = "red"}]', "score.models[0].colour: unknown key"),
+    ('score.models=[{name = "edu", path = "m.bin", label = "x", colour = "red"}]',
+     "score.models[0].colour: unknown key"),
     ('score.models=[{name = "1edu", path = "m.bin", label = "x"}]', "score.models[0].name: '1edu' must be letters"),
     ('score.models=[{name = "a", path = "m.bin", label = "x"}, {name = "a", path = "n.bin", label = "x"}]',
      "score.models[1].name: 'a' is used by an earlier model"),
@@ -155,7 +156,8 @@ def test_a_model_cut_short_would_load_in_fasttext_and_is_refused_here(model, tmp
     cut.write_bytes(data[:-64])
     fasttext.load_model(str(cut))                                  # no error from fastText itself
     for name, content, message in (("cut.bin", data[:-64], "truncated"), ("cut1.bin", data[:-1], "truncated"),
-                                   ("head.bin", data[:3000], "truncated"), ("tiny.bin", data[:6], "not a fastText model"),
+                                   ("head.bin", data[:3000], "truncated"),
+                                   ("tiny.bin", data[:6], "not a fastText model"),
                                    ("random.bin", os.urandom(4096), "wrong magic number"),
                                    ("longer.bin", data + b"\0", "1 bytes past the end"),
                                    ("empty.bin", b"", "not a fastText model")):
@@ -177,7 +179,8 @@ def test_word_vectors_and_unknown_labels_are_refused(model, corpus, tmp_path):
         check_models(load_config(None, [_models(("v", tmp_path / "vectors.bin", LABEL))]).score)
     with pytest.raises(ModelError) as err:
         check_models(load_config(None, [_models(("edu", model, "hq"))]).score)
-    assert "score.models[0].label: 'hq' is not a label" in str(err.value) and "did you mean '__label__hq'" in str(err.value)
+    assert "score.models[0].label: 'hq' is not a label" in str(err.value)
+    assert "did you mean '__label__hq'" in str(err.value)
     with pytest.raises(ModelError, match=r"score.models: no model given"):
         check_models(load_config().score)
 
@@ -300,7 +303,8 @@ def test_a_pipeline_with_the_score_stage_puts_the_scores_in_the_curated_table(sp
     inp.write_text("".join(json.dumps({"id": k, "text": t}) + "\n" for k, t in sorted(held.items())))
     out = tmp_path / "out"
     assert main(["pipeline", "--input", str(inp), "--output", str(out), "--set", "spark.shuffle_partitions=2",
-                 "--set", 'pipeline.stages=["ingest","clean","score","curate"]', "--set", "clean.normalize_unicode=false",
+                 "--set", 'pipeline.stages=["ingest","clean","score","curate"]',
+                 "--set", "clean.normalize_unicode=false",
                  "--set", _models(("edu", model, LABEL))]) == 0
     table = spark.read.format("delta").load(str(out / "curated"))
     assert dict(table.select("signals.edu").dtypes)["edu"] == "double"
@@ -311,3 +315,16 @@ def test_a_pipeline_with_the_score_stage_puts_the_scores_in_the_curated_table(sp
     assert (stage["rows_in"], stage["kept"], stage["rejected"]) == (len(held), len(held), 0)
     scores = report["scores"]["edu"]
     assert scores["documents"] == len(held) and sum(scores["histogram"].values()) == len(held)
+    pos = sum(1 for k in held if k.startswith("p"))                      # all above 0.9, the code all below 0.1
+    assert scores["histogram"]["0.9-1.0"] == pos and scores["histogram"]["0.0-0.1"] == len(held) - pos
+    assert "Model scores" in (out / "report.html").read_text()
+
+
+def test_the_html_report_shows_model_scores_only_when_a_run_scored():
+    from shardforge.report import render_html
+
+    entry = {"label": LABEL, "model_sha256": "ab" * 32, "documents": 3, "mean": 0.5, "min": 0.1, "max": 0.9,
+             "histogram": {"0.0-0.1": 1, "0.4-0.5": 1, "0.8-0.9": 1}}
+    page = render_html({"scores": {"edu": entry}})
+    assert "Model scores" in page and "signals.edu" in page and LABEL in page and "abababab" in page
+    assert "Model scores" not in render_html({})

@@ -26,6 +26,7 @@ BINDING = "fasttext-community"   # the PyPI distribution providing `import fastt
 
 _MODELS: dict[str, object] = {}
 _SHA: dict[tuple, str] = {}
+_STRUCTURE: dict[tuple, dict] = {}
 
 
 class ModelError(ValueError):
@@ -66,20 +67,30 @@ class _Reader:
                              f"{self.size}")
         self.fh.seek(n, os.SEEK_CUR)
 
-    def cstring(self, limit: int = 1 << 20) -> bytes:
-        out = bytearray()
-        while True:
-            chunk = self.fh.read(256)
-            if not chunk:
-                raise ModelError("truncated: the file ends inside its dictionary")
-            end = chunk.find(b"\0")
-            if end >= 0:
-                out += chunk[:end]
-                self.fh.seek(end + 1 - len(chunk), os.SEEK_CUR)
-                return bytes(out)
-            out += chunk
-            if len(out) > limit:
-                raise ModelError("not a fastText model: a dictionary entry longer than 1 MiB")
+    def dictionary(self, entries: int) -> list[str]:
+        """The labels among `entries` dictionary entries (word, NUL, int64 count, int8 type),
+        read in 1 MiB blocks (a model may hold millions of words); leaves the file just past
+        the last entry."""
+        labels, buf, pos, before = [], b"", 0, self.fh.tell()    # `before`: file offset of buf[0]
+        for _ in range(entries):
+            while True:
+                end = buf.find(b"\0", pos)
+                if end >= 0 and end + 10 <= len(buf):
+                    break
+                if end < 0 and len(buf) - pos > 1 << 20:
+                    raise ModelError("not a fastText model: a dictionary entry longer than 1 MiB")
+                more = self.fh.read(1 << 20)
+                if not more:
+                    raise ModelError("truncated: the file ends inside its dictionary")
+                before, buf, pos = before + pos, buf[pos:] + more, 0
+            kind = buf[end + 9]
+            if kind == 1:
+                labels.append(buf[pos:end].decode("utf-8", "replace"))
+            elif kind != 0:
+                raise ModelError(f"not a fastText model: dictionary entry type {kind}")
+            pos = end + 10
+        self.fh.seek(before + pos)
+        return labels
 
 
 def _matrix(r: _Reader, quantized: bool) -> tuple[int, int]:
@@ -111,8 +122,15 @@ def _product_quantizer(r: _Reader) -> None:
 def read_structure(path: str) -> dict:
     """The structure of a fastText supervised model file: {dim, labels, quantized, size}.
     Raises ModelError (without the key: `check_models` adds it) when it is not one or is cut
-    short or has bytes past its end."""
-    size = os.path.getsize(path)
+    short or has bytes past its end. Remembered per (path, size, mtime)."""
+    st = os.stat(path)
+    key = (os.path.abspath(path), st.st_size, st.st_mtime_ns)
+    if key not in _STRUCTURE:
+        _STRUCTURE[key] = _read_structure(path, st.st_size)
+    return _STRUCTURE[key]
+
+
+def _read_structure(path: str, size: int) -> dict:
     with open(path, "rb") as fh:
         r = _Reader(fh, size)
         if size < 8:
@@ -132,14 +150,7 @@ def read_structure(path: str) -> dict:
         if entries < 0 or nwords < 0 or nlabels < 0 or nwords + nlabels != entries or pruned < -1:
             raise ModelError(f"not a fastText model: a dictionary of {entries} entries "
                              f"({nwords} words, {nlabels} labels)")
-        labels = []
-        for _ in range(entries):
-            word = r.cstring()
-            _count, kind = r.unpack("qb")
-            if kind == 1:
-                labels.append(word.decode("utf-8", "replace"))
-            elif kind != 0:
-                raise ModelError(f"not a fastText model: dictionary entry type {kind}")
+        labels = r.dictionary(entries)
         if len(labels) != nlabels:
             raise ModelError(f"not a fastText model: {len(labels)} labels where the dictionary declares {nlabels}")
         r.skip(8 * max(pruned, 0))
