@@ -224,6 +224,22 @@ def test_training_is_deterministic_and_counts_what_it_skips(corpus, tmp_path, ca
     assert "nothing: no such file or folder" in capsys.readouterr().err
 
 
+def test_the_kernel_scores_slices_alike_and_marks_what_it_cannot_score(model, corpus):
+    """Per text, whatever the slice size: fastText's own probability; None for no text; 0.0
+    for a label fastText does not predict."""
+    import fasttext
+
+    from shardforge.score.stage import label_scores
+
+    m = fasttext.load_model(str(model))
+    texts = [corpus["held"]["p000"], None, corpus["held"]["c000"], "", "one line\nand another"]
+    want = _direct(model, {i: t for i, t in enumerate(texts) if t is not None})
+    for size in (1, 2, 100):
+        got = label_scores(m, texts, LABEL, size)
+        assert got == [want[0], None, want[2], want[3], want[4]]
+    assert label_scores(m, texts, "__label__absent", 3) == [0.0, None, 0.0, 0.0, 0.0]
+
+
 # -- the stage on Spark ----------------------------------------------------------------------
 
 def test_scores_separate_the_kinds_and_equal_fasttexts_own(spark, model, corpus):
