@@ -93,6 +93,7 @@ bench: setup
 	$(PY) bench/quality.py --corpus .bench/quality/corpus.jsonl
 	$(PY) bench/export_megatron.py --docs 100000 --length 2048 --rounds 3
 	$(PY) bench/url_filter.py --rounds 5 --out bench/results/url_filter.json
+	$(PY) bench/score.py --docs 20000 --rounds 3
 
 # --venv-archive: the wheel (with the compiled quality kernel) in a venv for spark.archives
 package: setup

@@ -263,6 +263,22 @@ class TokenizeSection:
 
 
 @dataclass(frozen=True)
+class ScoreModel:
+    """One classifier of [score] models: its score lands in `signals.<name>`."""
+    name: str = ""               # the signals field: letters, digits and _, not starting with a digit
+    path: str = ""               # a fastText supervised model (.bin or quantized .ftz), read on the driver
+    label: str = ""              # the label whose probability is the score, as the model names it ("__label__hq")
+
+
+@dataclass(frozen=True)
+class ScoreSection:
+    """[score]: fastText classifier scores per document (shardforge.score). Annotates only:
+    select on `signals.<name>` later (`[select] where` at build-shards)."""
+    models: tuple[ScoreModel, ...] = ()
+    batch_size: int = 1024       # texts per predict call (an Arrow batch is cut into such slices)
+
+
+@dataclass(frozen=True)
 class ShardsSection:
     key: str = "id"
     num_shards: int = 0          # 0 = derive from target_rows / target_bytes
@@ -296,6 +312,7 @@ class Config:
     rejects: RejectsSection = field(default_factory=RejectsSection)
     dedup: DedupSection = field(default_factory=DedupSection)
     tokenize: TokenizeSection = field(default_factory=TokenizeSection)
+    score: ScoreSection = field(default_factory=ScoreSection)
     shards: ShardsSection = field(default_factory=ShardsSection)
     select: SelectSection = field(default_factory=SelectSection)
 
@@ -354,6 +371,10 @@ def _coerce(key: str, tp: Any, value: Any) -> Any:
         if not isinstance(value, (list, tuple)):
             raise ConfigError(f"{key}: expected a list, got {value!r}")
         return tuple(_coerce(f"{key}[{i}]", typing.get_args(tp)[0], v) for i, v in enumerate(value))
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{key}: expected a table, got {value!r}")
+        return _table(key, tp, value)
     if origin is dict:
         if not isinstance(value, Mapping):
             raise ConfigError(f"{key}: expected a table, got {value!r}")
@@ -361,7 +382,8 @@ def _coerce(key: str, tp: Any, value: Any) -> Any:
     raise ConfigError(f"{key}: unsupported type {tp}")  # pragma: no cover - a bug in this module
 
 
-def _section(name: str, cls: type, raw: Mapping[str, Any]) -> Any:
+def _table(name: str, cls: type, raw: Mapping[str, Any]) -> Any:
+    """A dataclass from a TOML table; `name` prefixes the keys in errors (`score.models[0].path`)."""
     hints = typing.get_type_hints(cls)
     known = {f.name for f in dataclasses.fields(cls)}
     values = {}
@@ -375,7 +397,11 @@ def _section(name: str, cls: type, raw: Mapping[str, Any]) -> Any:
         values[key] = _coerce(full, hints[key], value)
         if full in CHOICES and values[key] not in CHOICES[full]:
             raise ConfigError(f"{full}: {value!r} is not one of {', '.join(CHOICES[full])}")
-    obj = cls(**values)
+    return cls(**values)
+
+
+def _section(name: str, cls: type, raw: Mapping[str, Any]) -> Any:
+    obj = _table(name, cls, raw)
     _check_ranges(name, obj)
     return obj
 
@@ -457,6 +483,8 @@ def _check_ranges(name: str, obj: Any) -> None:
         raise ConfigError(f"ingest.max_member_bytes: must be >= 1, got {obj.max_member_bytes!r}")
     if name == "ingest" and obj.image_max_pixels < 1:
         raise ConfigError(f"ingest.image_max_pixels: must be >= 1, got {obj.image_max_pixels!r}")
+    if name == "score":
+        _check_score(obj)
     if name == "shards" and obj.row_group_rows < 1:
         raise ConfigError(f"shards.row_group_rows: must be >= 1, got {obj.row_group_rows!r}")
     if name == "redact":
@@ -464,6 +492,25 @@ def _check_ranges(name: str, obj: Any) -> None:
         unknown = sorted(from_kinds - set(RedactSection().kinds))
         if unknown:
             raise ConfigError(f"redact.kinds: unknown kind {unknown[0]!r} (known: {', '.join(RedactSection().kinds)})")
+
+
+def _check_score(obj: ScoreSection) -> None:
+    """Each model named once, as a struct field can be, with a path and a label (whether the
+    files exist and hold that label is checked before a run: shardforge.score.model)."""
+    if obj.batch_size < 1:
+        raise ConfigError(f"score.batch_size: must be >= 1, got {obj.batch_size!r}")
+    seen = set()
+    for i, m in enumerate(obj.models):
+        key = f"score.models[{i}]"
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", m.name):
+            raise ConfigError(f"{key}.name: {m.name!r} must be letters, digits and _ (not starting with a digit): "
+                              "it names the field signals.<name>")
+        if m.name in seen:
+            raise ConfigError(f"{key}.name: {m.name!r} is used by an earlier model")
+        seen.add(m.name)
+        for field_name in ("path", "label"):
+            if not getattr(m, field_name):
+                raise ConfigError(f"{key}.{field_name}: missing (each model needs name, path and label)")
 
 
 def _parse_override(text: str) -> tuple[list[str], Any]:

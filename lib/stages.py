@@ -24,8 +24,11 @@ class StageSpec:
     output: str                         # Layout field the stage's result is published to when it ends a plan
     input_schema: str | None = "DOCUMENT"   # name in shardforge.schemas; "ANY": no check; None: reads the run's inputs
     output_schema: str | None = "DOCUMENT"  # asserted on kept rows (extra columns allowed); None: a sink
-    ignore: tuple[str, ...] = ()        # keys of `reads` left out of the fingerprint
-    content_of: tuple[str, ...] = ()    # keys naming files or folders (or lists of them) whose content the fingerprint covers
+    # keys of `reads` left out of the fingerprint; `section.key[].field` names a field of every
+    # table in a list of tables (`score.models[].path`)
+    ignore: tuple[str, ...] = ()
+    # keys naming files or folders (or lists of them) whose content the fingerprint covers (same forms)
+    content_of: tuple[str, ...] = ()
     listable: bool = True               # may appear in pipeline.stages (else the runner adds it)
 
     @property
@@ -49,6 +52,9 @@ _SPECS = (
     # the block lists are covered by their content (and their folder names), not their paths
     StageSpec("clean", reads=("clean", "quality", "url_filter"), function="clean", output="clean",
               ignore=("url_filter.blocklists",), content_of=("url_filter.blocklists",)),
+    # the model files are covered by their content (sha256), not by their paths
+    StageSpec("score", reads=("score",), function="score", output="score",
+              ignore=("score.models[].path",), content_of=("score.models[].path",)),
     StageSpec("redact", reads=("redact",), function="redact", output="redact", output_schema="CURATED"),
     StageSpec("dedup", reads=("dedup",), function="dedup", output="dedup", ignore=("dedup.checkpoint_dir",)),
     # the tokenizer file is covered by its content (sha256), not by its path
@@ -61,7 +67,8 @@ _SPECS = (
 
 REGISTRY: dict[str, StageSpec] = {s.name: s for s in _SPECS}
 ORDER: tuple[str, ...] = tuple(s.name for s in _SPECS if s.listable)
-DEFAULT_STAGES: tuple[str, ...] = tuple(n for n in ORDER if n != "tokenize")   # tokenize needs a tokenizer
+# score needs model files and tokenize a tokenizer: listed only by users who give them
+DEFAULT_STAGES: tuple[str, ...] = tuple(n for n in ORDER if n not in ("score", "tokenize"))
 
 
 def check_stages(names) -> tuple[str, ...]:

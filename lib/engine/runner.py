@@ -22,6 +22,7 @@ starts, and every publishing step is a merge by id (a rerun merges nothing twice
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import logging
@@ -57,36 +58,52 @@ def config_part(cfg: Config, spec: StageSpec) -> dict:
     """The config a stage's fingerprint covers: its `reads` without its `ignore` keys (as the
     config is recorded: secrets as key ids), and the sha256 of the files its `content_of`
     keys name."""
+    from shardforge.score.model import file_sha256    # remembers a file's hash (model files are large)
+
     full = recorded_config(cfg)
     part: dict[str, Any] = {}
     for ref in spec.reads:
         section, _, key = ref.partition(".")
-        part[ref] = full[section][key] if key else dict(full[section])
-    for ref in spec.ignore:
-        section, _, key = ref.partition(".")
-        part.get(section, {}).pop(key, None)
+        part[ref] = copy.deepcopy(full[section][key] if key else full[section])
     for ref in spec.content_of:
-        section, _, key = ref.partition(".")
-        value = full[section][key]
-        if isinstance(value, list):
-            if value:
-                part[f"sha256({ref})"] = [_content_sha(p) for p in value]
-        else:
-            part[f"sha256({ref})"] = _content_sha(value)
+        for name, holder, key in _named(full, ref):
+            value = holder[key]
+            if isinstance(value, list):
+                if value:
+                    part[f"sha256({name})"] = [_content_sha(p, file_sha256) for p in value]
+            else:
+                part[f"sha256({name})"] = _content_sha(value, file_sha256)
+    for ref in spec.ignore:
+        for _name, holder, key in _named(part, ref):
+            holder.pop(key, None)
     return part
 
 
-def _content_sha(path: str) -> str:
-    """sha256 of a file's bytes; of a folder, of every file under it (symlinks followed) with
-    its path relative to the folder's parent, so the folder's own name counts (it names the
-    category of a block list) but not where it lies."""
+def _named(config: dict, ref: str) -> list[tuple[str, dict, str]]:
+    """(name, the dict holding it, its key) of each value `ref` names in a recorded config:
+    `section.key`, or `section.key[].field` for that field of every table in a list
+    (`score.models[].path` -> `score.models[0].path`, ...). Absent values name nothing."""
+    section, _, key = ref.partition(".")
+    holder = config.get(section)
+    if not isinstance(holder, dict):
+        return []
+    if "[]." not in key:
+        return [(ref, holder, key)] if key in holder else []
+    key, _, field = key.partition("[].")
+    return [(f"{section}.{key}[{i}].{field}", item, field) for i, item in enumerate(holder.get(key) or [])
+            if isinstance(item, dict) and field in item]
+
+
+def _content_sha(path: str, file_sha) -> str:
+    """sha256 of a file's bytes (`file_sha`); of a folder, of every file under it (symlinks
+    followed) with its path relative to the folder's parent, so the folder's own name counts
+    (it names the category of a block list) but not where it lies."""
     if not os.path.isdir(path):
-        with open(path, "rb") as fh:
-            return hashlib.file_digest(fh, "sha256").hexdigest()
+        return file_sha(path)
     base = os.path.dirname(os.path.normpath(path))
     h = hashlib.sha256()
     for f in sorted(os.path.join(root, f) for root, _, files in os.walk(path, followlinks=True) for f in files):
-        h.update(f"{os.path.relpath(f, base)}\0{_content_sha(f)}\n".encode())
+        h.update(f"{os.path.relpath(f, base)}\0{file_sha(f)}\n".encode())
     return h.hexdigest()
 
 
@@ -416,6 +433,11 @@ def validate(cfg: Config, stages: tuple[str, ...]) -> None:
                 from shardforge.tokenize.stage import load_tokenizer
 
                 load_tokenizer(cfg.tokenize.tokenizer)
+            elif name == "score":
+                from shardforge.score.model import binding, check_models
+
+                check_models(cfg.score)
+                binding()
         except ConfigError:
             raise
         except ValueError as exc:

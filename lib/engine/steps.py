@@ -170,6 +170,22 @@ def clean(ctx: StageContext, df: DataFrame) -> StageOutput:
     return StageOutput(res.kept, res.rejected, shared=res.shared, finish=finish)
 
 
+def score(ctx: StageContext, df: DataFrame) -> StageOutput:
+    """fastText scores of every document in `signals.<name>` (`shardforge.score.stage`); nothing
+    is rejected. The report gets, per model, its file's sha256, the label and the spread of
+    the scores."""
+    from shardforge.score.model import check_models
+    from shardforge.score.stage import score as run_score, score_stats
+
+    models = check_models(ctx.cfg.score)
+
+    def finish(done) -> dict:
+        stats = score_stats(done.kept, [m.name for m in models])
+        return {"scores": {m.name: {"label": m.label, "model_sha256": m.sha256, **stats[m.name]} for m in models}}
+
+    return StageOutput(run_score(df, ctx.cfg.score, models), empty_rejects(ctx.spark), finish=finish)
+
+
 def redact(ctx: StageContext, df: DataFrame) -> StageOutput:
     from shardforge.redact.stage import counts_by_kind, redact as run_redact
 
