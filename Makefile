@@ -92,6 +92,8 @@ bench: setup
 	$(PY) bench/realtext.py --out .bench/quality/corpus.jsonl
 	$(PY) bench/quality.py --corpus .bench/quality/corpus.jsonl
 	$(PY) bench/export_megatron.py --docs 100000 --length 2048 --rounds 3
+	$(PY) bench/url_filter.py --rounds 5 --out bench/results/url_filter.json
+	$(PY) bench/score.py --docs 20000 --rounds 3
 	$(PY) bench/decontaminate.py --docs 20000 --ngrams 1200000 --rounds 3
 
 # --venv-archive: the wheel (with the compiled quality kernel) in a venv for spark.archives

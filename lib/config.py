@@ -176,6 +176,30 @@ class QualitySection:
     fineweb_short_line_length: int = 30
     fineweb_max_dup_line_char_ratio: float = 0.01
     fineweb_max_newline_word_ratio: float = 0.3
+    # Per-language overrides of any key above but `filters` and `mode` ([quality.languages.de]
+    # gopher_min_stop_words = 3, gopher_stop_words = [...]), applied by the document's detected
+    # language (needs clean.detect_language); languages not listed use the keys above.
+    languages: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def for_language(self, lang: str | None) -> "QualitySection":
+        """The section a document of language `lang` is judged by."""
+        over = self.languages.get(lang) if lang else None
+        return dataclasses.replace(self, languages={}, **over) if over else self
+
+
+LANGUAGE_FIXED = ("filters", "mode", "languages")   # [quality] keys a language cannot override
+
+
+@dataclass(frozen=True)
+class UrlFilterSection:
+    """[url_filter]: block lists and banned words checked against each document's `url` in the
+    clean stage, before its text rules (shardforge.clean.urls). All empty (default): off."""
+    # UT1-layout folders: a category folder (holding `domains` and/or `urls`), or a folder of
+    # category folders; a blocked document's reason is filter:url_blocklist:<folder name>
+    blocklists: tuple[str, ...] = ()
+    banned_words: tuple[str, ...] = ()       # equal to a URL token: filter:url_banned_word
+    soft_banned_words: tuple[str, ...] = ()  # soft_word_threshold of them: filter:url_soft_banned_words
+    soft_word_threshold: int = 2
 
 
 @dataclass(frozen=True)
@@ -239,6 +263,22 @@ class TokenizeSection:
 
 
 @dataclass(frozen=True)
+class ScoreModel:
+    """One classifier of [score] models: its score lands in `signals.<name>`."""
+    name: str = ""               # the signals field: letters, digits and _, not starting with a digit
+    path: str = ""               # a fastText supervised model (.bin or quantized .ftz), read on the driver
+    label: str = ""              # the label whose probability is the score, as the model names it ("__label__hq")
+
+
+@dataclass(frozen=True)
+class ScoreSection:
+    """[score]: fastText classifier scores per document (shardforge.score). Annotates only:
+    select on `signals.<name>` later (`[select] where` at build-shards)."""
+    models: tuple[ScoreModel, ...] = ()
+    batch_size: int = 1024       # texts per predict call (an Arrow batch is cut into such slices)
+
+
+@dataclass(frozen=True)
 class Benchmark:
     """One table of `[decontaminate] benchmarks`: a benchmark's items, read on the driver."""
     name: str = ""               # the reject reason is contaminated:<name>; letters, digits, _ . -
@@ -272,6 +312,14 @@ class ShardsSection:
 
 
 @dataclass(frozen=True)
+class SelectSection:
+    """[select]: which rows of the curated table a shard build takes (shardforge.shards.build)."""
+    # a Spark SQL boolean expression over the table's columns, e.g.
+    # "quality_fail is null and signals.gopher_stop_words >= 3"; "" = every row
+    where: str = ""
+
+
+@dataclass(frozen=True)
 class Config:
     pipeline: PipelineSection = field(default_factory=PipelineSection)
     spark: SparkSection = field(default_factory=SparkSection)
@@ -279,12 +327,15 @@ class Config:
     download: DownloadSection = field(default_factory=DownloadSection)
     clean: CleanSection = field(default_factory=CleanSection)
     quality: QualitySection = field(default_factory=QualitySection)
+    url_filter: UrlFilterSection = field(default_factory=UrlFilterSection)
     redact: RedactSection = field(default_factory=RedactSection)
     rejects: RejectsSection = field(default_factory=RejectsSection)
     dedup: DedupSection = field(default_factory=DedupSection)
     tokenize: TokenizeSection = field(default_factory=TokenizeSection)
+    score: ScoreSection = field(default_factory=ScoreSection)
     decontaminate: DecontaminateSection = field(default_factory=DecontaminateSection)
     shards: ShardsSection = field(default_factory=ShardsSection)
+    select: SelectSection = field(default_factory=SelectSection)
 
     def to_dict(self) -> dict[str, Any]:
         """Plain, JSON-ready dict (tuples become lists); key order is stable."""
@@ -344,7 +395,7 @@ def _coerce(key: str, tp: Any, value: Any) -> Any:
     if dataclasses.is_dataclass(tp):
         if not isinstance(value, Mapping):
             raise ConfigError(f"{key}: expected a table, got {value!r}")
-        return _section(key, tp, value)
+        return _table(key, tp, value)
     if origin is dict:
         if not isinstance(value, Mapping):
             raise ConfigError(f"{key}: expected a table, got {value!r}")
@@ -352,7 +403,8 @@ def _coerce(key: str, tp: Any, value: Any) -> Any:
     raise ConfigError(f"{key}: unsupported type {tp}")  # pragma: no cover - a bug in this module
 
 
-def _section(name: str, cls: type, raw: Mapping[str, Any]) -> Any:
+def _table(name: str, cls: type, raw: Mapping[str, Any]) -> Any:
+    """A dataclass from a TOML table; `name` prefixes the keys in errors (`score.models[0].path`)."""
     hints = typing.get_type_hints(cls)
     known = {f.name for f in dataclasses.fields(cls)}
     values = {}
@@ -360,12 +412,38 @@ def _section(name: str, cls: type, raw: Mapping[str, Any]) -> Any:
         if key not in known:
             raise ConfigError(f"{name}.{key}: unknown key (known: {', '.join(sorted(known))})")
         full = f"{name}.{key}"
+        if full == "quality.languages":
+            values[key] = _language_overrides(value)
+            continue
         values[key] = _coerce(full, hints[key], value)
         if full in CHOICES and values[key] not in CHOICES[full]:
             raise ConfigError(f"{full}: {value!r} is not one of {', '.join(CHOICES[full])}")
-    obj = cls(**values)
+    return cls(**values)
+
+
+def _section(name: str, cls: type, raw: Mapping[str, Any]) -> Any:
+    obj = _table(name, cls, raw)
     _check_ranges(name, obj)
     return obj
+
+
+def _language_overrides(raw: Any) -> dict[str, dict[str, Any]]:
+    """[quality.languages.<lang>] tables: each checked as a [quality] section of its own (same
+    keys, types and ranges), keeping only the keys it sets."""
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"quality.languages: expected a table of languages, got {raw!r}")
+    out = {}
+    for lang, table in sorted(raw.items()):
+        where = f"quality.languages.{lang}"
+        if not isinstance(table, Mapping):
+            raise ConfigError(f"{where}: expected a table of [quality] keys, got {table!r}")
+        for key in table:
+            if key in LANGUAGE_FIXED:
+                raise ConfigError(f"{where}.{key}: cannot be set per language (only the rules' thresholds "
+                                  "and word lists)")
+        checked = _section(where, QualitySection, table)
+        out[str(lang)] = {k: getattr(checked, k) for k in table}
+    return out
 
 
 def _check_ranges(name: str, obj: Any) -> None:
@@ -401,13 +479,21 @@ def _check_ranges(name: str, obj: Any) -> None:
         raise ConfigError(f"dedup.threshold: must be in (0, 1], got {obj.threshold!r}")
     if name == "dedup" and obj.shingle_size < 1:
         raise ConfigError(f"dedup.shingle_size: must be >= 1, got {obj.shingle_size!r}")
-    if name == "quality":
+    if name == "quality" or name.startswith("quality.languages."):
         for i, g in enumerate(obj.filters):
             if g not in QUALITY_GROUPS:
                 raise ConfigError(f"quality.filters[{i}]: {g!r} is not one of {', '.join(QUALITY_GROUPS)}")
         for key, size in (("gopher_max_top_ngram_char_frac", 3), ("gopher_max_dup_ngram_char_frac", 6)):
             if len(getattr(obj, key)) != size:
                 raise ConfigError(f"quality.{key}: expected {size} fractions (one per n), got {len(getattr(obj, key))}")
+    if name == "url_filter":
+        for key in ("banned_words", "soft_banned_words"):
+            for i, w in enumerate(getattr(obj, key)):
+                if not re.fullmatch(r"[A-Za-z0-9]+", w):   # URL tokens are runs of letters and digits
+                    raise ConfigError(f"url_filter.{key}[{i}]: {w!r} can never equal a URL token "
+                                      "(a run of ASCII letters and digits)")
+        if obj.soft_word_threshold < 1:
+            raise ConfigError(f"url_filter.soft_word_threshold: must be >= 1, got {obj.soft_word_threshold!r}")
     if name == "clean" and obj.languages and not obj.detect_language:
         raise ConfigError("clean.languages: needs clean.detect_language = true")
     if name == "ingest" and obj.extract_timeout <= 0:
@@ -418,6 +504,8 @@ def _check_ranges(name: str, obj: Any) -> None:
         raise ConfigError(f"ingest.max_member_bytes: must be >= 1, got {obj.max_member_bytes!r}")
     if name == "ingest" and obj.image_max_pixels < 1:
         raise ConfigError(f"ingest.image_max_pixels: must be >= 1, got {obj.image_max_pixels!r}")
+    if name == "score":
+        _check_score(obj)
     if name == "shards" and obj.row_group_rows < 1:
         raise ConfigError(f"shards.row_group_rows: must be >= 1, got {obj.row_group_rows!r}")
     if name == "decontaminate":
@@ -429,10 +517,31 @@ def _check_ranges(name: str, obj: Any) -> None:
             raise ConfigError(f"redact.kinds: unknown kind {unknown[0]!r} (known: {', '.join(RedactSection().kinds)})")
 
 
+def _check_score(obj: ScoreSection) -> None:
+    """Each model named once, as a struct field can be, with a path and a label (whether the
+    files exist and hold that label is checked before a run: shardforge.score.model)."""
+    if obj.batch_size < 1:
+        raise ConfigError(f"score.batch_size: must be >= 1, got {obj.batch_size!r}")
+    seen = set()
+    for i, m in enumerate(obj.models):
+        key = f"score.models[{i}]"
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", m.name):
+            raise ConfigError(f"{key}.name: {m.name!r} must be letters, digits and _ (not starting with a digit): "
+                              "it names the field signals.<name>")
+        if m.name in seen:
+            raise ConfigError(f"{key}.name: {m.name!r} is used by an earlier model")
+        seen.add(m.name)
+        for field_name in ("path", "label"):
+            if not getattr(m, field_name):
+                raise ConfigError(f"{key}.{field_name}: missing (each model needs name, path and label)")
+
+
 MAX_BENCHMARKS = 64      # a document's matches are a 64-bit set of benchmarks
 
 
-def _check_decontaminate(obj: "DecontaminateSection") -> None:
+def _check_decontaminate(obj: DecontaminateSection) -> None:
+    """n-gram lengths in range; each benchmark named once, as a reject reason can be, with a
+    path (whether the files can be read is checked before a run: shardforge.decontaminate)."""
     if obj.ngram < 1:
         raise ConfigError(f"decontaminate.ngram: must be >= 1, got {obj.ngram!r}")
     if not 1 <= obj.min_ngram <= obj.ngram:
@@ -495,4 +604,7 @@ def load_config(path: str | Path | None = None, overrides: list[str] | tuple[str
         if not isinstance(value, dict):
             raise ConfigError(f"{name}: expected a table, got {value!r}")
         built[name] = _section(name, hints[name], value)
-    return Config(**built)
+    cfg = Config(**built)
+    if cfg.quality.languages and not cfg.clean.detect_language:
+        raise ConfigError("quality.languages: per-language thresholds need clean.detect_language = true")
+    return cfg

@@ -66,8 +66,11 @@ def with_signals(df: DataFrame, fields: dict[str, Column]) -> DataFrame:
     if not fields:
         return df
     if SIGNALS in df.columns:
-        col = F.col(SIGNALS)
+        # Spark's withField leaves a null struct null: a row without signals (an image in
+        # annotate mode) gets a struct of null fields first, so the new fields are not lost
+        empty = F.struct(*[F.lit(None).cast(f.dataType).alias(f.name) for f in df.schema[SIGNALS].dataType.fields])
+        col = F.when(F.col(SIGNALS).isNull(), empty).otherwise(F.col(SIGNALS))
         for name, value in fields.items():
             col = col.withField(name, value)
-        return df.withColumn(SIGNALS, col)   # a null struct stays null (Spark's withField)
+        return df.withColumn(SIGNALS, col)
     return df.withColumn(SIGNALS, F.struct(*[v.alias(k) for k, v in fields.items()]))

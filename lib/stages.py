@@ -24,9 +24,10 @@ class StageSpec:
     output: str                         # Layout field the stage's result is published to when it ends a plan
     input_schema: str | None = "DOCUMENT"   # name in shardforge.schemas; "ANY": no check; None: reads the run's inputs
     output_schema: str | None = "DOCUMENT"  # asserted on kept rows (extra columns allowed); None: a sink
-    ignore: tuple[str, ...] = ()        # keys of `reads` left out of the fingerprint (`section.list.field` too)
-    # keys naming files (or folders) whose content (sha256) the fingerprint covers; a key
-    # `section.list.field` names that field of each table in a list of tables
+    # keys of `reads` left out of the fingerprint; `section.key[].field` names a field of every
+    # table in a list of tables (`score.models[].path`)
+    ignore: tuple[str, ...] = ()
+    # keys naming files or folders (or lists of them) whose content the fingerprint covers (same forms)
     content_of: tuple[str, ...] = ()
     listable: bool = True               # may appear in pipeline.stages (else the runner adds it)
 
@@ -48,25 +49,31 @@ _SPECS = (
               input_schema=None, listable=False),
     StageSpec("ingest", reads=("pipeline.input_format", "pipeline.write_raw", "ingest", "download"),
               function="ingest", output="raw", input_schema=None, ignore=("download.spool_dir",)),
-    StageSpec("clean", reads=("clean", "quality"), function="clean", output="clean"),
+    # the block lists are covered by their content (and their folder names), not their paths
+    StageSpec("clean", reads=("clean", "quality", "url_filter"), function="clean", output="clean",
+              ignore=("url_filter.blocklists",), content_of=("url_filter.blocklists",)),
+    # the model files are covered by their content (sha256), not by their paths
+    StageSpec("score", reads=("score",), function="score", output="score",
+              ignore=("score.models[].path",), content_of=("score.models[].path",)),
     # the benchmark files are covered by their content, not by their paths
     StageSpec("decontaminate", reads=("decontaminate", "quality.mode"), function="decontaminate",
-              output="decontaminate", ignore=("decontaminate.benchmarks.path",),
-              content_of=("decontaminate.benchmarks.path",)),
+              output="decontaminate", ignore=("decontaminate.benchmarks[].path",),
+              content_of=("decontaminate.benchmarks[].path",)),
     StageSpec("redact", reads=("redact",), function="redact", output="redact", output_schema="CURATED"),
     StageSpec("dedup", reads=("dedup",), function="dedup", output="dedup", ignore=("dedup.checkpoint_dir",)),
     # the tokenizer file is covered by its content (sha256), not by its path
     StageSpec("tokenize", reads=("tokenize",), function="tokenize", output="tokenize",
               ignore=("tokenize.tokenizer",), content_of=("tokenize.tokenizer",)),
     StageSpec("curate", reads=(), function="curate", output="curated"),
-    StageSpec("build-shards", reads=("shards",), function="build_shards", output="shards",
+    StageSpec("build-shards", reads=("shards", "select"), function="build_shards", output="shards",
               input_schema="ANY", output_schema=None),
 )
 
 REGISTRY: dict[str, StageSpec] = {s.name: s for s in _SPECS}
 ORDER: tuple[str, ...] = tuple(s.name for s in _SPECS if s.listable)
-# tokenize needs a tokenizer, decontaminate benchmark files: both are listed explicitly
-DEFAULT_STAGES: tuple[str, ...] = tuple(n for n in ORDER if n not in ("tokenize", "decontaminate"))
+# score needs model files, decontaminate benchmark files and tokenize a tokenizer: listed only
+# by users who give them
+DEFAULT_STAGES: tuple[str, ...] = tuple(n for n in ORDER if n not in ("score", "decontaminate", "tokenize"))
 
 
 def check_stages(names) -> tuple[str, ...]:

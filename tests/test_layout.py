@@ -3,8 +3,8 @@
 Layers (README, "Architecture"), lowest first:
 0. the shared bottom: `shardforge` (the version), `config`, `fs`, `keys`, `schemas`, `stage`
    (the stage kernels' contract) and `stages` (the registry's data);
-1. the stage families (`ingest`, `clean`, `decontaminate`, `redact`, `dedup`, `tokenize`, `curated`, `shards`,
-   `report`), which may use each other only without a circle between packages;
+1. the stage families (`ingest`, `clean`, `score`, `decontaminate`, `redact`, `dedup`, `tokenize`,
+   `curated`, `shards`, `report`), which may use each other only without a circle between packages;
 2. the engine (`engine`) and the loaders (`loaders`, which need no Spark);
 3. deployment helpers (`deploy`); 4. the jobs (`jobs`); 5. the benchmarks (`bench/`).
 The graph is read with `ast` from the source files, lazy imports inside functions included.
@@ -21,7 +21,7 @@ FOLDERS = {"lib": "shardforge", "jobs": "shardforge.jobs", "loaders": "shardforg
            "schemas": "shardforge.schemas"}
 BOTTOM = {"shardforge", "shardforge.config", "shardforge.fs", "shardforge.keys", "shardforge.schemas",
           "shardforge.stage", "shardforge.stages"}
-FAMILIES = ("ingest", "clean", "decontaminate", "redact", "dedup", "tokenize", "curated", "shards", "report")
+FAMILIES = ("ingest", "clean", "score", "decontaminate", "redact", "dedup", "tokenize", "curated", "shards", "report")
 LAYER = {**{f: 1 for f in FAMILIES}, "engine": 2, "loaders": 2, "deploy": 3, "jobs": 4}
 
 

@@ -46,7 +46,8 @@ def test_registry_is_the_one_order_and_names_real_outputs():
 
     import shardforge.engine.steps as steps
 
-    assert ORDER == ("ingest", "clean", "decontaminate", "redact", "dedup", "tokenize", "curate", "build-shards")
+    assert ORDER == ("ingest", "clean", "score", "decontaminate", "redact", "dedup", "tokenize", "curate",
+                     "build-shards")
     fields = {f.name for f in dataclasses.fields(Layout)}
     for spec in REGISTRY.values():
         assert callable(getattr(steps, spec.function))
@@ -56,7 +57,8 @@ def test_registry_is_the_one_order_and_names_real_outputs():
 
 
 @pytest.mark.parametrize("stages, message", [
-    (["clean", "bake"], "unknown stage 'bake' (known, in order: ingest, clean, decontaminate, redact, dedup, tokenize, curate, build-shards)"),
+    (["clean", "bake"], "unknown stage 'bake' (known, in order: ingest, clean, score, decontaminate, redact, dedup, "
+                        "tokenize, curate, build-shards)"),
     (["redact", "clean"], "stage 'clean' must come before 'redact'"),
     (["clean", "clean"], "stage 'clean' is listed twice"),
     (["read", "clean"], "unknown stage 'read'"),

@@ -198,8 +198,8 @@ def test_sizing_from_targets(spark, tmp_path):
     from shardforge.shards.build import size_input
 
     df = _docs(spark, 1000)
-    assert size_input(df, ShardsSection(target_rows=300)) == (4, 1000)
-    n, _ = size_input(df, ShardsSection(target_bytes=10_000))
+    assert size_input(df, ShardsSection(target_rows=300)) == (4, 1000, 1000)
+    n, _, _ = size_input(df, ShardsSection(target_bytes=10_000))
     size = sum(len(r.id) + len(r.text) + len(r.source or "") for r in df.collect())
     assert n == -(-size // 10_000)
 

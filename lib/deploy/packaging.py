@@ -43,9 +43,11 @@ LAYOUT = {"shardforge": "lib", "shardforge.jobs": "jobs", "shardforge.loaders": 
           "shardforge.schemas": "schemas"}
 # fsspec: shard writers reach hdfs:// through WebHDFS (shardforge.fs)
 # what executors import: the stages' kernels (web inputs, extraction, language ID and text
-# repair included), pinned to the versions here because several decide output bytes
+# repair and the score stage's fastText included), pinned to the versions here because several
+# decide output bytes
 RUNTIME = ("numpy", "pyarrow", "pandas", "requests", "pillow", "xxhash", "tokenizers", "fsspec",
-           "charset-normalizer", "ftfy", "py3langid", "resiliparse", "fastwarc", "zstandard", "spacy")
+           "charset-normalizer", "ftfy", "py3langid", "resiliparse", "fastwarc", "zstandard", "spacy",
+           "fasttext-community")
 _FIXED_TIME = (1980, 1, 1, 0, 0, 0)
 _SKIP_DIRS = {"__pycache__", ".pytest_cache", ".hypothesis"}
 

@@ -2,7 +2,7 @@
 
     OUT/raw            Delta  ingested documents as they came (pipeline.write_raw)
     OUT/downloads      Delta  one row per fetched URL (row-level resume of downloads)
-    OUT/clean|decontaminate|redact|dedup|tokenize  Delta  a plan's result when it ends at that stage
+    OUT/clean|score|decontaminate|redact|dedup|tokenize  Delta  a plan's result when it ends at that stage
     OUT/curated        Delta  the deduplicated corpus, merged by id, versioned
     OUT/dedup_state    Delta  the MinHash side table of curated documents
     OUT/dedup_audit    Delta  one row per removed duplicate
@@ -31,6 +31,7 @@ class Layout:
     raw: str
     downloads: str
     clean: str
+    score: str
     decontaminate: str
     redact: str
     dedup: str
@@ -51,9 +52,10 @@ class Layout:
         def p(*names: str) -> str:
             return join(root, *names)
 
-        return cls(root=root, raw=p("raw"), downloads=p("downloads"), clean=p("clean"), redact=p("redact"),
-                   dedup=p("dedup"), tokenize=p("tokenize"), curated=p("curated"), dedup_state=p("dedup_state"),
-                   dedup_audit=p("dedup_audit"), rejects=p("rejects"), shards=p("shards"), report=root,
+        return cls(root=root, raw=p("raw"), downloads=p("downloads"), clean=p("clean"), score=p("score"),
+                   redact=p("redact"), dedup=p("dedup"), tokenize=p("tokenize"), curated=p("curated"),
+                   dedup_state=p("dedup_state"), dedup_audit=p("dedup_audit"), rejects=p("rejects"),
+                   shards=p("shards"), report=root,
                    work=p("_run"), lock=p("_lock.json"), download_spool=p("_download_spool"),
                    checkpoints=p("_checkpoints"), decontaminate=p("decontaminate"))
 

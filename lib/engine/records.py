@@ -30,6 +30,10 @@ def recorded_config(cfg: Config) -> dict[str, Any]:
     d["ingest"]["html_extractor"] = _library("resiliparse")
     if cfg.clean.detect_language:
         d["clean"]["language_identifier"] = _library("py3langid")
+    if cfg.score.models:
+        from shardforge.score.model import BINDING
+
+        d["score"]["scorer"] = _library(BINDING)
     return d
 
 

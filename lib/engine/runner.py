@@ -57,44 +57,54 @@ def _sha(obj: Any) -> str:
 def config_part(cfg: Config, spec: StageSpec) -> dict:
     """The config a stage's fingerprint covers: its `reads` without its `ignore` keys (as the
     config is recorded: secrets as key ids), and the sha256 of the files its `content_of`
-    keys name. A key `section.list.field` names `field` of every table of a list of tables
-    (one sha256 per table, in order)."""
+    keys name."""
+    from shardforge.score.model import file_sha256    # remembers a file's hash (model files are large)
+
     full = recorded_config(cfg)
     part: dict[str, Any] = {}
     for ref in spec.reads:
         section, _, key = ref.partition(".")
         part[ref] = copy.deepcopy(full[section][key] if key else full[section])
-    for ref in spec.ignore:
-        section, key, field = (ref.split(".") + [""])[:3]
-        tables = part.get(section, {}).get(key, []) if field else [part.get(section, {})]
-        for table in tables:
-            table.pop(field or key, None)
     for ref in spec.content_of:
-        section, key, field = (ref.split(".") + [""])[:3]
-        value = full[section][key]
-        part[f"sha256({ref})"] = [content_sha256(t[field]) for t in value] if field else content_sha256(value)
+        for name, holder, key in _named(full, ref):
+            value = holder[key]
+            if isinstance(value, list):
+                if value:
+                    part[f"sha256({name})"] = [_content_sha(p, file_sha256) for p in value]
+            else:
+                part[f"sha256({name})"] = _content_sha(value, file_sha256)
+    for ref in spec.ignore:
+        for _name, holder, key in _named(part, ref):
+            holder.pop(key, None)
     return part
 
 
-def content_sha256(path: str) -> str:
-    """sha256 of a local file's bytes, or of a folder's files (relative path and sha256 of
-    each, sorted; names starting with `.` or `_` skipped, as Parquet readers skip them)."""
-    def of_file(p: str) -> str:
-        h = hashlib.sha256()
-        with open(p, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                h.update(block)
-        return h.hexdigest()
+def _named(config: dict, ref: str) -> list[tuple[str, dict, str]]:
+    """(name, the dict holding it, its key) of each value `ref` names in a recorded config:
+    `section.key`, or `section.key[].field` for that field of every table in a list
+    (`score.models[].path` -> `score.models[0].path`, ...). Absent values name nothing."""
+    section, _, key = ref.partition(".")
+    holder = config.get(section)
+    if not isinstance(holder, dict):
+        return []
+    if "[]." not in key:
+        return [(ref, holder, key)] if key in holder else []
+    key, _, field = key.partition("[].")
+    return [(f"{section}.{key}[{i}].{field}", item, field) for i, item in enumerate(holder.get(key) or [])
+            if isinstance(item, dict) and field in item]
 
+
+def _content_sha(path: str, file_sha) -> str:
+    """sha256 of a file's bytes (`file_sha`); of a folder, of every file under it (symlinks
+    followed) with its path relative to the folder's parent, so the folder's own name counts
+    (it names the category of a block list) but not where it lies."""
     if not os.path.isdir(path):
-        return of_file(path)
-    entries = []
-    for root, dirs, names in os.walk(path):
-        dirs[:] = sorted(d for d in dirs if not d.startswith((".", "_")))
-        for n in sorted(names):
-            if not n.startswith((".", "_")):
-                entries.append([os.path.relpath(os.path.join(root, n), path), of_file(os.path.join(root, n))])
-    return _sha(sorted(entries))
+        return file_sha(path)
+    base = os.path.dirname(os.path.normpath(path))
+    h = hashlib.sha256()
+    for f in sorted(os.path.join(root, f) for root, _, files in os.walk(path, followlinks=True) for f in files):
+        h.update(f"{os.path.relpath(f, base)}\0{file_sha(f)}\n".encode())
+    return h.hexdigest()
 
 
 def _schema_of(name: str) -> StructType:
@@ -388,6 +398,8 @@ class Runner:
         from shardforge.stage import empty_rejects
 
         frames = [d.rejected for d in ctx.done.values() if d.rejected is not None]
+        if not frames and all(REGISTRY[n].is_sink for n in ctx.done):
+            return      # a shard build alone (build-shards from a table) rejects nothing: no Delta commit
         rej = frames[0] if frames else empty_rejects(self.spark)
         for f in frames[1:]:
             rej = rej.unionByName(f)
@@ -405,6 +417,10 @@ def validate(cfg: Config, stages: tuple[str, ...]) -> None:
                 from shardforge.ingest.download import check_config
 
                 check_config(cfg.download)
+            elif name == "clean" and cfg.url_filter.blocklists:
+                from shardforge.clean.urls import category_folders
+
+                category_folders(cfg.url_filter.blocklists)
             elif name == "redact":
                 from shardforge.redact.stage import redactor_from_config
 
@@ -417,6 +433,11 @@ def validate(cfg: Config, stages: tuple[str, ...]) -> None:
                 from shardforge.tokenize.stage import load_tokenizer
 
                 load_tokenizer(cfg.tokenize.tokenizer)
+            elif name == "score":
+                from shardforge.score.model import binding, check_models
+
+                check_models(cfg.score)
+                binding()
             elif name == "decontaminate":
                 from shardforge.decontaminate import load_index
 

@@ -150,9 +150,40 @@ def ingest(ctx: StageContext, _df: None) -> StageOutput:
 
 def clean(ctx: StageContext, df: DataFrame) -> StageOutput:
     from shardforge.clean.stage import clean as run_clean
+    from shardforge.clean.urls import UrlFilter
 
-    res = run_clean(df, ctx.cfg.clean, ctx.cfg.quality)
-    return StageOutput(res.kept, res.rejected, shared=res.shared)
+    urls = UrlFilter.from_config(ctx.cfg.url_filter)
+    res = run_clean(df, ctx.cfg.clean, ctx.cfg.quality, urls)
+    counted = {}        # annotate mode: what filter mode would have dropped, by rule and by URL label
+    if "quality_fail" in res.kept.columns:
+        counted["quality_fail"] = F.col("quality_fail")
+    if urls is not None and ctx.cfg.quality.mode == "annotate":
+        counted["url_blocklist"] = F.col("signals.url_blocklist")
+    finish = None
+    if counted:
+        def finish(done) -> dict:
+            out = {}
+            for name, col in counted.items():
+                rows = done.kept.groupBy(col.alias(name)).count().collect()
+                out[name] = {r[name] or "none": int(r["count"]) for r in sorted(rows, key=lambda r: r[name] or "")}
+            return out
+    return StageOutput(res.kept, res.rejected, shared=res.shared, finish=finish)
+
+
+def score(ctx: StageContext, df: DataFrame) -> StageOutput:
+    """fastText scores of every document in `signals.<name>` (`shardforge.score.stage`); nothing
+    is rejected. The report gets, per model, its file's sha256, the label and the spread of
+    the scores."""
+    from shardforge.score.model import check_models
+    from shardforge.score.stage import score as run_score, score_stats
+
+    models = check_models(ctx.cfg.score)
+
+    def finish(done) -> dict:
+        stats = score_stats(done.kept, [m.name for m in models])
+        return {"scores": {m.name: {"label": m.label, "model_sha256": m.sha256, **stats[m.name]} for m in models}}
+
+    return StageOutput(run_score(df, ctx.cfg.score, models), empty_rejects(ctx.spark), finish=finish)
 
 
 def decontaminate(ctx: StageContext, df: DataFrame) -> StageOutput:
@@ -353,13 +384,16 @@ def build_shards(ctx: StageContext, df: DataFrame) -> StageOutput:
     lock = None if lock_path == ctx.layout.lock else RunLock(lock_path, ctx.files,
                                                                 timeout=ctx.cfg.pipeline.lock_timeout).acquire()
     try:
-        manifest = run_build(df, out, ctx.cfg.shards, config=recorded_config(ctx.cfg), source=source)
+        manifest = run_build(df, out, ctx.cfg.shards, config=recorded_config(ctx.cfg), source=source,
+                             where=ctx.cfg.select.where.strip())
     finally:
         if lock is not None:
             lock.release()
     rows = [s["rows"] for s in manifest["shards"]]
     report = {"shards": {"num_shards": manifest["num_shards"], "build_id": manifest["build_id"], "path": out,
                          "rows": rows, "bytes": [s["bytes"] for s in manifest["shards"]]}}
+    if "select" in manifest["source"]:
+        report["select"] = manifest["source"]["select"]
     return StageOutput(rows_in=manifest["total_rows"], rows_out=sum(rows), report=report)
 
 

@@ -272,6 +272,26 @@ def _privacy_section(report: Mapping) -> str:
     return _section("Privacy", _table(["output", "holds"], rows), anchor="privacy")
 
 
+def _scores_section(report: Mapping) -> str:
+    """Per score-stage model: its label, file hash and score spread, and a histogram. Absent
+    (no section at all) when the run scored nothing."""
+    scores = report.get("scores")
+    if not isinstance(scores, Mapping) or not scores:
+        return ""
+    parts = []
+    for name, m in sorted(scores.items()):
+        if not isinstance(m, Mapping):
+            continue
+        facts = _table(["signals." + str(name), ""], [
+            ["label", escape(str(m.get("label")))], ["model sha256", escape(str(m.get("model_sha256") or "")[:16])],
+            ["documents scored", _fmt(m.get("documents"))], ["mean", escape(str(m.get("mean")))],
+            ["min / max", f"{escape(str(m.get('min')))} / {escape(str(m.get('max')))}"]])
+        bins = [(str(k), _num(v)) for k, v in (m.get("histogram") or {}).items()]
+        chart = svg.columns(bins, title=f"signals.{name}", x_label="score", y_label="documents") if bins else ""
+        parts.append(f'<div class="grid"><div>{facts}</div><div>{chart}</div></div>')
+    return _section("Model scores", "".join(parts), anchor="scores")
+
+
 def _config_section(report: Mapping) -> str:
     run = report.get("run") if isinstance(report.get("run"), Mapping) else {}
     cfg = run.get("config")
@@ -290,9 +310,8 @@ def render_html(report: Mapping) -> str:
     parts = [_cards(report), _stage_section(report), _durations_section(report), _rejects_section(report),
              _counts_section(report, "redactions", "Redactions by kind", "Redaction counts", svg.COLORS["bar"]),
              _counts_section(report, "downloads", "Downloads by status", "Download statuses", svg.COLORS["bar"]),
-             _duplicates_section(report), _decontamination_section(report), _shards_section(report),
-             _funnel_section(report),
-             _privacy_section(report), _config_section(report)]
+             _scores_section(report), _duplicates_section(report), _decontamination_section(report),
+             _shards_section(report), _funnel_section(report), _privacy_section(report), _config_section(report)]
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>{title} — report</title>"
             f"<style>{css}</style></head><body>{_header(report)}<main>{''.join(parts)}</main></body></html>\n")

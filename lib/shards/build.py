@@ -46,6 +46,33 @@ class ShardBuildError(ValueError):
     """The input cannot be built into shards (missing or null key, bad sizing)."""
 
 
+def selection(df: DataFrame, where: str):
+    """The Spark SQL boolean expression `where` as a Column over `df`, null counting as false.
+    An expression that does not parse, names an unknown column or is not boolean is a
+    ShardBuildError naming it (raised before anything is read or written)."""
+    from pyspark.errors import AnalysisException, ParseException
+    from pyspark.sql.types import BooleanType
+
+    # pyspark logs an analysis error with its whole JVM stack before raising it; the one-line
+    # message below says all a user needs
+    quiet = [logging.getLogger(n) for n in ("SQLQueryContextLogger", "DataFrameQueryContextLogger")]
+    were = [q.disabled for q in quiet]
+    try:
+        for q in quiet:
+            q.disabled = True
+        cond = F.expr(where)
+        kind = df.select(cond.alias("_selected")).schema["_selected"].dataType
+    except (ParseException, AnalysisException) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ShardBuildError(f"select.where: {where!r} cannot be used: {first}") from None
+    finally:
+        for q, w in zip(quiet, were):
+            q.disabled = w
+    if not isinstance(kind, BooleanType):
+        raise ShardBuildError(f"select.where: {where!r} is of type {kind.simpleString()}, not boolean")
+    return F.coalesce(cond, F.lit(False))
+
+
 def settings_of(cfg: ShardsSection) -> WriterSettings:
     return WriterSettings(row_group_rows=cfg.row_group_rows, compression=cfg.compression,
                           compression_level=cfg.compression_level)
@@ -79,10 +106,11 @@ def drop_unused_image_columns(df: DataFrame) -> DataFrame:
     return df.drop(*present)
 
 
-def size_input(df: DataFrame, cfg: ShardsSection) -> tuple[int, int]:
-    """(num_shards, total rows) in one pass, which also checks the key: a missing,
+def size_input(df: DataFrame, cfg: ShardsSection, selected=None) -> tuple[int, int, int]:
+    """(num_shards, total rows, rows of `df`) in one pass, which also checks the key: a missing,
     map-typed or null key is a ShardBuildError. num_shards is as set, or derived from
-    target rows or bytes (bytes estimated from the string and binary columns' lengths)."""
+    target rows or bytes (bytes estimated from the string and binary columns' lengths).
+    `selected` (a boolean Column): only the rows where it is true count."""
     key = cfg.key
     if key not in df.columns:
         raise ShardBuildError(f"shards.key: column {key!r} is not in the input (columns: {df.columns})")
@@ -91,18 +119,19 @@ def size_input(df: DataFrame, cfg: ShardsSection) -> tuple[int, int]:
     sizes = [F.coalesce(F.octet_length(F.col(f"`{f.name}`")), F.lit(0))
              for f in df.schema.fields if f.dataType.typeName() in _SIZE_TYPES]
     est = sum(sizes[1:], sizes[0]) if sizes else F.lit(0)
-    row = df.agg(F.count(F.lit(1)).alias("n"), F.count(F.col(f"`{key}`")).alias("k"),
-                 F.sum(est).alias("b")).first()
-    n, b = int(row["n"]), int(row["b"] or 0)
+    sel = selected if selected is not None else F.lit(True)
+    row = df.agg(F.count(F.when(sel, 1)).alias("n"), F.count(F.when(sel, F.col(f"`{key}`"))).alias("k"),
+                 F.sum(F.when(sel, est)).alias("b"), F.count(F.lit(1)).alias("all")).first()
+    n, b, everything = int(row["n"]), int(row["b"] or 0), int(row["all"])
     if n != row["k"]:
         raise ShardBuildError(f"shards.key: column {key!r} has {n - row['k']} null value(s); every row "
                               f"needs a key (ingest derives ids for documents without one)")
     if cfg.num_shards:
-        return cfg.num_shards, n
+        return cfg.num_shards, n, everything
     if cfg.target_rows:
-        return max(1, math.ceil(n / cfg.target_rows)), n
+        return max(1, math.ceil(n / cfg.target_rows)), n, everything
     if cfg.target_bytes:
-        return max(1, math.ceil(b / cfg.target_bytes)), n
+        return max(1, math.ceil(b / cfg.target_bytes)), n, everything
     raise ShardBuildError("shards: set num_shards, target_rows or target_bytes")
 
 
@@ -157,19 +186,28 @@ def _has_map(t) -> bool:
 
 
 def build_shards(df: DataFrame, output: str, cfg: ShardsSection, *, source: dict[str, Any],
-                 config: dict[str, Any]) -> dict[str, Any]:
-    """Write and publish a build of `df` at `output` (a folder; `manifest.json` inside).
+                 config: dict[str, Any], where: str = "") -> dict[str, Any]:
+    """Write and publish a build of `df` at `output` (a folder; `manifest.json` inside),
+    of the rows where the Spark SQL expression `where` is true (all rows when empty; the
+    manifest's `source.select` records it with the rows selected and not selected).
 
-    Returns the manifest dict. Raises ShardBuildError for a missing or null key.
+    Returns the manifest dict. Raises ShardBuildError for a missing or null key or a bad `where`.
     """
+    selected = None
+    if where:               # kept as a column while the projection below runs
+        df, selected = df.withColumn("_selected", selection(df, where)), F.col("_selected")
     if cfg.columns:
         missing = [c for c in cfg.columns if c not in df.columns]
         if missing:
             raise ShardBuildError(f"shards.columns: {missing} not in the input (columns: {df.columns})")
-        cols = list(dict.fromkeys([cfg.key, *cfg.columns]))
+        cols = list(dict.fromkeys([cfg.key, *cfg.columns])) + (["_selected"] if where else [])
         df = df.select(*[F.col(f"`{c}`") for c in cols])
+    num_shards, total, everything = size_input(df, cfg, selected)
+    if selected is not None:
+        source = {**source, "select": {"where": where, "selected": total, "not_selected": everything - total}}
+        log.info("select.where %r: %d of %d rows selected", where, total, everything)
+        df = df.where(selected).drop("_selected")
     df = drop_unused_image_columns(df)
-    num_shards, total = size_input(df, cfg)
     schema = arrow_schema(df)
     settings = settings_of(cfg)
     output = qualify(df.sparkSession, output)

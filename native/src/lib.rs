@@ -14,7 +14,7 @@ mod rules;
 mod text;
 mod tokenizer;
 
-use rules::{Classes, Kernel, Params};
+use rules::{Classes, Kernel, Params, Sig, SIGNALS};
 use text::CharSet;
 
 fn err(e: String) -> PyErr {
@@ -92,37 +92,44 @@ impl Quality {
     }
 
     /// The groups on a batch: (reason codes as bytes, one per text: 0 = kept, else
-    /// REASONS[code - 1]; int64 offsets as bytes; UTF-8 data) of the texts after C4.
+    /// REASONS[code - 1]; int64 offsets as bytes; UTF-8 data) of the texts after C4; with
+    /// `signals`, also every group's quantities (SIGNALS, float64 little-endian, a row per
+    /// text), else empty bytes.
     #[allow(clippy::too_many_arguments)]
     #[pyo3(signature = (offsets, data, groups, rep, top, dup, gq, min_stop, stop_words, c4_max_word_length,
-                        c4_flags, c4_min_words_per_line, c4_min_sentences, fw))]
+                        c4_flags, c4_min_words_per_line, c4_min_sentences, fw, signals=false))]
     fn apply<'py>(&mut self, py: Python<'py>, offsets: PyBuffer<i64>, data: PyBuffer<u8>, groups: [bool; 4],
                   rep: [f64; 4], top: Vec<f64>, dup: Vec<f64>, gq: [f64; 8], min_stop: f64,
                   stop_words: Vec<String>, c4_max_word_length: f64, c4_flags: [bool; 6],
-                  c4_min_words_per_line: f64, c4_min_sentences: f64, fw: [f64; 5])
-                  -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+                  c4_min_words_per_line: f64, c4_min_sentences: f64, fw: [f64; 5], signals: bool)
+                  -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
         let p = Params { groups, rep, top, dup, gq, min_stop, stop_words, c4_max_word_length, c4_flags,
                          c4_min_words_per_line, c4_min_sentences, fw };
         let offs = slice(&offsets, "offsets")?;
         let bytes = slice(&data, "data")?;
         let docs = texts(offs, bytes)?;
         let k = &mut self.k;
-        let res: Result<(Vec<u8>, Vec<i64>, Vec<u8>), String> = py.allow_threads(|| {
+        let ns = SIGNALS.len();
+        let res: Result<(Vec<u8>, Vec<i64>, Vec<u8>, Vec<f64>), String> = py.allow_threads(|| {
             let mut codes = Vec::with_capacity(docs.len());
             let mut out_offs = Vec::with_capacity(docs.len() + 1);
             let mut out = Vec::with_capacity(bytes.len());
+            let mut sig = vec![0.0f64; if signals { docs.len() * ns } else { 0 }];
+            let mut scratch = vec![0.0f64; ns];
             out_offs.push(0i64);
-            for d in &docs {
-                let (code, new) = k.apply_one(d, &p)?;
+            for (i, d) in docs.iter().enumerate() {
+                let v = if signals { &mut sig[i * ns..(i + 1) * ns] } else { &mut scratch[..] };
+                let (code, new) = k.apply_one(d, &p, &mut Sig { full: signals, v })?;
                 codes.push(code);
                 out.extend_from_slice(new.as_deref().unwrap_or(d).as_bytes());
                 out_offs.push(out.len() as i64);
             }
-            Ok((codes, out_offs, out))
+            Ok((codes, out_offs, out, sig))
         });
-        let (codes, out_offs, out) = res.map_err(err)?;
+        let (codes, out_offs, out, sig) = res.map_err(err)?;
         let ob: Vec<u8> = out_offs.iter().flat_map(|x| x.to_le_bytes()).collect();
-        Ok((PyBytes::new(py, &codes), PyBytes::new(py, &ob), PyBytes::new(py, &out)))
+        let sb: Vec<u8> = sig.iter().flat_map(|x| x.to_le_bytes()).collect();
+        Ok((PyBytes::new(py, &codes), PyBytes::new(py, &ob), PyBytes::new(py, &out), PyBytes::new(py, &sb)))
     }
 }
 
@@ -131,9 +138,17 @@ fn reasons() -> Vec<&'static str> {
     rules::REASONS.to_vec()
 }
 
+/// The names of the quantities `apply(..., signals=True)` gives, in column order, and each
+/// group's (start, end) slice of them.
+#[pyfunction]
+fn signals() -> (Vec<&'static str>, Vec<(usize, usize)>) {
+    (SIGNALS.to_vec(), rules::GROUP_SIGNALS.to_vec())
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Quality>()?;
     m.add_function(wrap_pyfunction!(reasons, m)?)?;
+    m.add_function(wrap_pyfunction!(signals, m)?)?;
     Ok(())
 }

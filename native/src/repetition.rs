@@ -5,7 +5,7 @@
 
 use hashbrown::HashTable;
 
-use crate::rules::{hash_str, ratio, reason, Kernel, Params};
+use crate::rules::{hash_str, ratio, reason, Kernel, Params, Sig};
 use crate::text::{cp_len, split_newlines, trim};
 
 /// How many pieces repeat an earlier one, and their code points.
@@ -34,7 +34,7 @@ fn mix(mut x: u64) -> u64 {
 }
 
 impl Kernel {
-    pub fn repetition(&self, text: &str, words: &[&str], p: &Params) -> Option<u8> {
+    pub fn repetition(&self, text: &str, words: &[&str], p: &Params, sig: &mut Sig) -> Option<u8> {
         let chars = cp_len(text) as f64;
         if chars == 0.0 {
             return Some(0);
@@ -47,9 +47,14 @@ impl Kernel {
         let (l_dup, l_chars) = dups(&lines);
         let fr = [ratio(p_dup, paras.len() as f64), ratio(p_chars, chars), ratio(l_dup, lines.len() as f64),
                   ratio(l_chars, chars)];
+        sig.v[0..4].copy_from_slice(&fr);
+        let mut failed: Option<u8> = None;
         for k in 0..4 {
             if p.rep[k] != 0.0 && fr[k] > p.rep[k] {
-                return Some(1 + k as u8);
+                if !sig.full {
+                    return Some(1 + k as u8);
+                }
+                failed = failed.or(Some(1 + k as u8));
             }
         }
         // token ids (equal strings, equal ids), lengths, hashes
@@ -86,7 +91,12 @@ impl Kernel {
                 wl[i] += lens[i + n - 1];
             }
             let frac = if n <= 4 { p.top.get(n - 2) } else { p.dup.get(n - 5) };
-            let frac = match frac { Some(&f) if f != 0.0 => f, _ => continue };
+            let frac = match frac {
+                Some(&f) if f != 0.0 => f,
+                _ if sig.full => 0.0,
+                _ => continue,
+            };
+            let slot = if n <= 4 { 4 + n - 2 } else { 7 + n - 5 };
             let same = |a: usize, b: usize| ids[a..a + n] == ids[b..b + n];
             if n <= 4 {
                 let mut t: HashTable<(usize, u32)> = HashTable::with_capacity(cnt);
@@ -103,8 +113,12 @@ impl Kernel {
                     }
                 }
                 let top = (wl[best.1] + (n as u64 - 1)) * best.0 as u64;
-                if ratio(top as f64, chars) > frac {
-                    return Some(reason(&format!("gopher_top_{n}gram")));
+                sig.v[slot] = ratio(top as f64, chars);
+                if frac != 0.0 && sig.v[slot] > frac {
+                    failed = failed.or(Some(reason(&format!("gopher_top_{n}gram"))));
+                    if !sig.full {
+                        return failed;
+                    }
                 }
             } else {
                 if no_repeats {
@@ -125,12 +139,16 @@ impl Kernel {
                 if !any {
                     no_repeats = true;
                 }
-                if ratio(total as f64, chars) > frac {
-                    return Some(reason(&format!("gopher_dup_{n}gram")));
+                sig.v[slot] = ratio(total as f64, chars);
+                if frac != 0.0 && sig.v[slot] > frac {
+                    failed = failed.or(Some(reason(&format!("gopher_dup_{n}gram"))));
+                    if !sig.full {
+                        return failed;
+                    }
                 }
             }
         }
-        None
+        failed
     }
 
 }

@@ -25,6 +25,28 @@ pub const REASONS: &[&str] = &[
     "fineweb_max_dup_line_char_ratio", "fineweb_max_newline_word_ratio",
 ];
 
+/// The per-document quantities the rules compare with their thresholds (annotate mode), one
+/// f64 each, named after the rule that reads them; groups' slices: REP, GQ, C4, FW.
+pub const SIGNALS: &[&str] = &[
+    "gopher_dup_para_frac", "gopher_dup_para_char_frac", "gopher_dup_line_frac", "gopher_dup_line_char_frac",
+    "gopher_top_2gram_frac", "gopher_top_3gram_frac", "gopher_top_4gram_frac",
+    "gopher_dup_5gram_frac", "gopher_dup_6gram_frac", "gopher_dup_7gram_frac", "gopher_dup_8gram_frac",
+    "gopher_dup_9gram_frac", "gopher_dup_10gram_frac",
+    "gopher_words", "gopher_avg_word_length", "gopher_hash_word_ratio", "gopher_ellipsis_word_ratio",
+    "gopher_bullet_lines_ratio", "gopher_ellipsis_lines_ratio", "gopher_alpha_words_ratio", "gopher_stop_words",
+    "c4_lorem_ipsum", "c4_curly_bracket", "c4_sentences",
+    "fineweb_line_punct_ratio", "fineweb_short_line_ratio", "fineweb_dup_line_char_ratio",
+    "fineweb_newline_word_ratio",
+];
+pub const GROUP_SIGNALS: [(usize, usize); 4] = [(0, 13), (13, 21), (21, 24), (24, 28)];
+
+/// Where a group writes its quantities: `full` (annotate mode) computes every one of them and
+/// records the first failed rule; otherwise a group stops at its first failed rule.
+pub struct Sig<'a> {
+    pub full: bool,
+    pub v: &'a mut [f64],
+}
+
 pub(crate) fn reason(name: &str) -> u8 {
     REASONS.iter().position(|r| *r == name).expect("known reason") as u8
 }
@@ -122,7 +144,7 @@ impl Kernel {
         Ok(())
     }
 
-    pub fn quality(&self, text: &str, words: &[&str], p: &Params) -> Option<u8> {
+    pub fn quality(&self, text: &str, words: &[&str], p: &Params, sig: &mut Sig) -> Option<u8> {
         let c = &self.cls;
         let n_words = words.len() as f64;
         let (mut n_ns, mut len_ns, mut alpha) = (0usize, 0usize, 0usize);
@@ -159,12 +181,16 @@ impl Kernel {
         let n_lines = lines.len() as f64;
         let stops = stop_seen.iter().filter(|&&x| x).count() as f64;
         let g = &p.gq;
+        let (hash_r, ell_r) = (ratio(hashes, n_words), ratio(ellipses, n_words));
+        let vals = [n_ns, mean_len, hash_r, ell_r, ratio(bullets as f64, n_lines), ratio(end_ell as f64, n_lines),
+                    ratio(alpha as f64, n_words), stops];
+        sig.v[13..21].copy_from_slice(&vals);
         let checks = [
             (g[0] != 0.0 && n_ns < g[0], "gopher_min_words"),
             (g[1] != 0.0 && n_ns > g[1], "gopher_max_words"),
             (g[2] != 0.0 && mean_len < g[2], "gopher_min_avg_word_length"),
             (g[3] != 0.0 && mean_len > g[3], "gopher_max_avg_word_length"),
-            (g[4] != 0.0 && (ratio(hashes, n_words) > g[4] || ratio(ellipses, n_words) > g[4]),
+            (g[4] != 0.0 && (hash_r > g[4] || ell_r > g[4]),
              "gopher_max_symbol_word_ratio"),
             (g[5] != 0.0 && ratio(bullets as f64, n_lines) > g[5], "gopher_max_bullet_lines_ratio"),
             (g[6] != 0.0 && ratio(end_ell as f64, n_lines) > g[6], "gopher_max_ellipsis_lines_ratio"),
@@ -199,9 +225,10 @@ impl Kernel {
         Ok((n, nw))
     }
 
-    pub fn c4(&mut self, text: &str, p: &Params, out: &mut String) -> Result<Option<u8>, String> {
+    pub fn c4(&mut self, text: &str, p: &Params, out: &mut String, sig: &mut Sig) -> Result<Option<u8>, String> {
         let [citations, terminal, lorem_on, js_on, curly_on, policy_on] = p.c4_flags;
         let mut result: Option<u8> = None;
+        let (mut any_lorem, mut any_curly) = (false, false);
         let mut kept: Vec<String> = Vec::new();
         let mut words = Vec::new();
         let mut low = String::new();
@@ -228,6 +255,8 @@ impl Kernel {
                 drop |= ["terms of use", "privacy policy", "cookie policy", "uses cookies", "use of cookies", "use cookies"]
                     .iter().any(|ph| low.contains(ph));
             }
+            any_lorem |= lorem;
+            any_curly |= curly;
             if result.is_none() && (lorem || curly) {
                 result = Some(reason(if lorem { "c4_lorem_ipsum" } else { "c4_curly_bracket" }));
             }
@@ -236,7 +265,9 @@ impl Kernel {
             }
         }
         self.c4_words = None;
-        if p.c4_min_sentences != 0.0 {
+        sig.v[21] = any_lorem as u8 as f64;
+        sig.v[22] = any_curly as u8 as f64;
+        if p.c4_min_sentences != 0.0 || sig.full {
             let (mut sent, mut nw) = (0usize, 0usize);
             for l in &kept {
                 let (s, w) = self.sentences(l)?;
@@ -244,7 +275,8 @@ impl Kernel {
                 nw += w;
             }
             self.c4_words = Some(nw); // the output's chunks are the kept lines' chunks
-            if (sent as f64) < p.c4_min_sentences && result.is_none() {
+            sig.v[23] = sent as f64;
+            if p.c4_min_sentences != 0.0 && (sent as f64) < p.c4_min_sentences && result.is_none() {
                 result = Some(reason("c4_min_sentences"));
             }
         }
@@ -254,34 +286,47 @@ impl Kernel {
         Ok(result)
     }
 
-    pub fn fineweb(&mut self, text: &str, p: &Params) -> Result<Option<u8>, String> {
+    pub fn fineweb(&mut self, text: &str, p: &Params, sig: &mut Sig) -> Result<Option<u8>, String> {
         let lines: Vec<&str> = text.split('\n').filter(|l| !trim(l, &self.cls.ws).is_empty()).collect();
         let nl = lines.len() as f64;
         if nl == 0.0 {
             return Ok(Some(reason("fineweb_empty")));
         }
         let f = &p.fw;
-        if f[0] != 0.0 {
+        let mut first: Option<u8> = None;
+        // (quantity, failed); a group in filter mode stops at its first failed rule
+        let mut note = |i: usize, v: f64, failed: bool, name: &str, full: bool| -> bool {
+            sig.v[24 + i] = v;
+            if failed && first.is_none() {
+                first = Some(reason(name));
+            }
+            failed && !full
+        };
+        let full = sig.full;
+        if f[0] != 0.0 || full {
             let ends = lines.iter().filter(|l| l.chars().last().is_some_and(|c| self.cls.terminal.has(c))).count();
-            if ratio(ends as f64, nl) < f[0] {
-                return Ok(Some(reason("fineweb_min_line_punct_ratio")));
+            let r = ratio(ends as f64, nl);
+            if note(0, r, f[0] != 0.0 && r < f[0], "fineweb_min_line_punct_ratio", full) {
+                return Ok(first);
             }
         }
-        if f[1] != 0.0 {
+        if f[1] != 0.0 || full {
             let short = lines.iter().filter(|l| cp_len(l) as f64 <= f[2]).count();
-            if ratio(short as f64, nl) > f[1] {
-                return Ok(Some(reason("fineweb_max_short_line_ratio")));
+            let r = ratio(short as f64, nl);
+            if note(1, r, f[1] != 0.0 && r > f[1], "fineweb_max_short_line_ratio", full) {
+                return Ok(first);
             }
         }
         let newlines = count(text, "\n") as f64;
-        if f[3] != 0.0 {
+        if f[3] != 0.0 || full {
             let (_, dup_chars) = dups(&lines);
             let chars = cp_len(text) as f64 - newlines;
-            if ratio(dup_chars, chars) > f[3] {
-                return Ok(Some(reason("fineweb_max_dup_line_char_ratio")));
+            let r = ratio(dup_chars, chars);
+            if note(2, r, f[3] != 0.0 && r > f[3], "fineweb_max_dup_line_char_ratio", full) {
+                return Ok(first);
             }
         }
-        if f[4] != 0.0 {
+        if f[4] != 0.0 || full {
             let nw = match self.c4_words.take() {
                 Some(n) => n,
                 None => {
@@ -290,19 +335,20 @@ impl Kernel {
                     w.len()
                 }
             };
-            if ratio(newlines, nw as f64) > f[4] {
-                return Ok(Some(reason("fineweb_max_newline_word_ratio")));
-            }
+            let r = ratio(newlines, nw as f64);
+            note(3, r, f[4] != 0.0 && r > f[4], "fineweb_max_newline_word_ratio", full);
         }
-        Ok(None)
+        Ok(first)
     }
 
     /// The groups in FineWeb's order on one document: (first failed rule + 1, or 0; the text
-    /// after C4 when C4 ran, else None).
-    pub fn apply_one(&mut self, text: &str, p: &Params) -> Result<(u8, Option<String>), String> {
+    /// after C4 when C4 ran, else None). With `sig.full` every configured group runs on every
+    /// document and writes its quantities (the decision is the same: the first failed rule).
+    pub fn apply_one(&mut self, text: &str, p: &Params, sig: &mut Sig) -> Result<(u8, Option<String>), String> {
         let mut cur: Option<String> = None;
         let mut words: Vec<&str> = Vec::new();
         let mut have_words = false;
+        let mut first: Option<u8> = None;
         self.c4_words = None;
         for g in 0..4 {
             if !p.groups[g] {
@@ -314,26 +360,31 @@ impl Kernel {
                         self.words(text, &mut words)?;
                         have_words = true;
                     }
-                    if g == 0 { self.repetition(text, &words, p) } else { self.quality(text, &words, p) }
+                    if g == 0 { self.repetition(text, &words, p, sig) } else { self.quality(text, &words, p, sig) }
                 }
                 2 => {
                     let mut out = String::new();
-                    let r = self.c4(text, p, &mut out)?;
+                    let r = self.c4(text, p, &mut out, sig)?;
                     cur = Some(out);
                     r
                 }
                 _ => {
                     let t = cur.take();
-                    let r = self.fineweb(t.as_deref().unwrap_or(text), p)?;
+                    let r = self.fineweb(t.as_deref().unwrap_or(text), p, sig)?;
                     cur = t;
                     r
                 }
             };
             if let Some(r) = got {
-                return Ok((r + 1, cur));
+                if first.is_none() {
+                    first = Some(r);
+                }
+                if !sig.full {
+                    break;
+                }
             }
         }
-        Ok((0, cur))
+        Ok((first.map_or(0, |r| r + 1), cur))
     }
 }
 

@@ -8,7 +8,9 @@ name (None = kept), and the texts after C4's line removal. Deterministic; a docu
 does not depend on the other documents of its batch.
 
 `apply` runs the compiled kernel (`shardforge._native`, native/; `native.py`), one pass per
-document over the batch's Arrow buffers. `apply_reference` is the same rules in pyarrow and
+document over the batch's Arrow buffers. `annotate(texts, q)` also gives every
+quantity the rules compare with their thresholds (annotate mode's `signals`).
+`apply_reference` is the same rules in pyarrow and
 numpy (the modules here, spaCy for the tokens): the definition the kernel is tested against
 (tests/test_quality_native.py), not a fallback.
 """
@@ -32,6 +34,22 @@ def apply(texts: pa.Array, q) -> tuple[list[str | None], pa.Array]:
     from shardforge.clean.quality.native import run
 
     return run(texts, q)
+
+
+def annotate(texts: pa.Array, q) -> tuple[list[str | None], pa.Array, np.ndarray]:
+    """`apply` with every configured group run on every document: the first failed rule (the
+    same decision as `apply`), the texts after C4, and the groups' quantities (a float64 row
+    per document, columns named by `signal_fields(q.filters)`)."""
+    from shardforge.clean.quality.native import run
+
+    return run(texts, q, signals=True)
+
+
+def signal_fields(groups) -> list[str]:
+    """The names of the quantities `annotate` gives for these groups, in column order."""
+    from shardforge.clean.quality.native import signals_of
+
+    return [name for _, name in signals_of(groups)]
 
 
 def apply_reference(texts: pa.Array, q) -> tuple[list[str | None], pa.Array]:

@@ -235,9 +235,27 @@ def _params(q) -> dict:
             f(q.fineweb_max_dup_line_char_ratio), f(q.fineweb_max_newline_word_ratio)])
 
 
-def run(texts: pa.Array, q) -> tuple[list[str | None], pa.Array]:
+@lru_cache(maxsize=1)
+def signal_names() -> tuple[tuple[str, ...], tuple[tuple[int, int], ...]]:
+    """Every quantity the kernel computes in annotate mode, in its column order, and each
+    group's (start, end) slice of them (groups in QUALITY_GROUPS order)."""
+    names, groups = _native().signals()
+    return tuple(names), tuple(map(tuple, groups))
+
+
+def signals_of(groups) -> list[tuple[int, str]]:
+    """(column in the kernel's matrix, name) of the quantities of the configured groups."""
+    from shardforge.config import QUALITY_GROUPS
+
+    names, slices = signal_names()
+    return [(i, names[i]) for g, (a, b) in zip(QUALITY_GROUPS, slices) if g in groups for i in range(a, b)]
+
+
+def run(texts: pa.Array, q, signals: bool = False):
     """`apply` on the kernel: per document the first failed rule (None = kept), and the texts
-    after C4's line removal (the input's type). Null texts are an error."""
+    after C4's line removal (the input's type); with `signals`, also a float64 matrix of every
+    quantity of the configured groups (a row per document, columns `signals_of(q.filters)`;
+    every group runs on every document, the decision is the same). Null texts are an error."""
     if isinstance(texts, pa.ChunkedArray):
         texts = texts.combine_chunks()
     if texts.null_count:
@@ -247,8 +265,11 @@ def run(texts: pa.Array, q) -> tuple[list[str | None], pa.Array]:
     bufs = large.buffers()
     offsets = np.frombuffer(bufs[1], dtype=np.int64)[large.offset:large.offset + n + 1] if n else np.zeros(1, np.int64)
     data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None and bufs[2].size else np.zeros(0, np.uint8)
-    codes, offs, out = kernel().apply(np.ascontiguousarray(offsets), data, **_params(q))
+    codes, offs, out, sig = kernel().apply(np.ascontiguousarray(offsets), data, **_params(q), signals=signals)
     names = reasons()
     got = [None if c == 0 else names[c - 1] for c in codes]
     new = pa.Array.from_buffers(pa.large_string(), n, [None, pa.py_buffer(offs), pa.py_buffer(out)])
-    return got, new.cast(texts.type)
+    if not signals:
+        return got, new.cast(texts.type)
+    matrix = np.frombuffer(sig, dtype="<f8").reshape(n, len(signal_names()[0]))
+    return got, new.cast(texts.type), matrix[:, [i for i, _ in signals_of(q.filters)]]
