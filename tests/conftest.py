@@ -32,7 +32,7 @@ os.environ.setdefault("SPARK_DAEMON_JAVA_OPTS", spark_jvm_opts())
 # alone at the end.
 LONG_FIRST = ("test_cluster.py", "test_yarn.py", "test_resume.py", "test_funnel_scale.py", "test_s3.py",
               "test_conf_files.py", "test_privacy.py", "test_dedup_stage.py", "test_incremental.py",
-              "test_shards.py", "test_download_resume.py", "test_runner.py")
+              "test_shards.py", "test_download_resume.py", "test_runner.py", "test_annotate.py")
 
 
 def pytest_collection_modifyitems(config, items):
