@@ -14,7 +14,7 @@ from __future__ import annotations
 import ipaddress
 import re
 
-from shardforge.redact.pii.spans import Span
+from shardforge.redact.pii.spans import Span, right_anchored
 
 # Found from its first dot (a literal the regex engine jumps to), then extended back.
 _V4_DOTS = re.compile(r"\.[0-9]{1,3}+\.[0-9]{1,3}+\.[0-9]{1,3}+")
@@ -25,10 +25,11 @@ _V4_LEFT = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012345
 _V6_SEED = re.compile(r":[0-9A-Fa-f]{0,4}:")
 _V6_CHARS = frozenset("0123456789abcdefABCDEF:.")
 _V6_LEFT = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_:.-")
-_VERSION_BEFORE = re.compile(
-    r"(?i)(?:\bv|\bversion|\bver\.?|\brelease|\bbuild|\bfirmware|\bfw|\bupdate|\bupgrade|\bdowngrade"
+_VERSION_BEFORE_REF, _VERSION_BEFORE = right_anchored(
+    r"(?:\bv|\bversion|\bver\.?|\brelease|\bbuild|\bfirmware|\bfw|\bupdate|\bupgrade|\bdowngrade"
     r"|\bpatch|\bbump(?:ed)?|\brev|\bsemver|\bapi|\bspec|\bprotocol|\bsection|\bsec\.|\bchapter|\bclause"
-    r"|\bfigure|\bfig\.|\btable|\bstep|\brule|\bitem|\bparagraph|\bpara\.|§)\s*[:=]?\s*(?:to\s+|from\s+)?\Z")
+    r"|\bfigure|\bfig\.|\btable|\bstep|\brule|\bitem|\bparagraph|\bpara\.|§)\s*[:=]?\s*(?:to\s+|from\s+)?\Z",
+    r"\b[abcdfiprstuv]|§")
 # "upgrade the agent from 2.14.0.3 to 2.15.1.0": a version word earlier in the clause
 _VERSION_CLAUSE = re.compile(
     r"(?i)\b(?:upgrad\w*|updat\w*|downgrad\w*|install\w*|releas\w*|version\w*|bump\w*|migrat\w*)\b"
@@ -44,6 +45,7 @@ _VERSION_KEY = re.compile(
     r"[^\S\n]{0,4},[^\S\n]{0,4}){0,8}[\"']?\Z")
 _NAME_PARTS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 VERSION_NAMES = frozenset("version versions ver vers release revision rev build firmware fw".split())
+_VERSION_NAME_PARTS = ("ver", "rel", "rev", "build", "firmware", "fw")    # each version name holds one
 _VERSION_SUFFIXES = frozenset("str string info num number no tag id code name".split())
 # A requirement specifier: `foo==3.8.3.14`, `foo >= 1.2.3.4`, `'>=1.2.3.4'`, `"^1.2.3.4"`, `~1.2.3.4`.
 # A name may end in `>`, so that a placeholder (`<KEY> >= 1.2.3.4`) reads as the name it replaced.
@@ -67,6 +69,9 @@ def is_version_name(name: str) -> bool:
     """True if an identifier names a version: its last word is a version word
     (`__version__`, `AssemblyVersion`, `fw_ver`, `RELEASE`), or a version word
     followed by a suffix like `_str`, `_info`, `_number` (`version_string`)."""
+    low = name.lower()
+    if not any(part in low for part in _VERSION_NAME_PARTS):
+        return False                     # a word's lower case is part of `low`; a version word holds one of these
     words = [w.lower() for w in _NAME_PARTS.findall(name)]
     while words and words[-1].isdigit():
         words.pop()

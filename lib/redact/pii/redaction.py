@@ -275,7 +275,8 @@ def _right_isolated(text: str, end: int) -> bool:
 
 
 _CONTEXT_WORDS = ip._VERSION_WORDS + ("ssn", "social")
-_TAIL_RULES = (phone._ID_BEFORE, ssn._ID_BEFORE, ip._VERSION_BEFORE)
+_TAIL_RULES = (phone._ID_BEFORE, ssn._ID_BEFORE, ip._VERSION_BEFORE)       # `right_anchored` ones
+_TAIL_ANY = re.compile("|".join("(?i:%s)" % r.pattern.removeprefix("(?i)") for r in _TAIL_RULES))  # any of them
 _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 
 
@@ -293,7 +294,7 @@ def _context_free(value: str) -> bool:
     # "ISBN-10"/"ISBN-13" end in a digit, so most values skip the regexes.
     if not value[-1].isdigit() or low.endswith(("isbn-10", "isbn-13")):
         tail = value[-24:] + " "
-        if any(rule.search(tail) for rule in _TAIL_RULES):
+        if _TAIL_ANY.search(tail):
             return False
     i = len(value)
     while i > 0 and len(value) - i < 48 and value[i - 1] in _NAME_CHARS:

@@ -7,15 +7,16 @@ from __future__ import annotations
 
 import re
 
-from shardforge.redact.pii.spans import Span, number_starts
+from shardforge.redact.pii.spans import Span, number_starts, right_anchored
 
 _SEP = re.compile(r"[0-9]{3}(?:-[0-9]{2}-| [0-9]{2} )[0-9]{4}")
 _SSN_BEFORE = re.compile(r"(?i)\bssn|social[ \-]security")
 _BARE_AT = re.compile(r"(?i:ssn|social[ \-]security(?:[ \-]n(?:umber|o\.?))?)[ \t:#=\-]{0,6}+([0-9]{9})")
 # `#` marks a number only when glued to it (`#818-66-4938`); `# 818-66-4938` is a comment.
-_ID_BEFORE = re.compile(
-    r"(?i)(?:#|(?:\bno\.?|\bnumber|\bcase|\border|\binvoice|\bref|\bid|\bticket|\bdocket|\bpart|\bmodel)"
-    r"\s*[:#]?\s*)\Z")
+_ID_BEFORE_REF, _ID_BEFORE = right_anchored(
+    r"(?:#|(?:\bno\.?|\bnumber|\bcase|\border|\binvoice|\bref|\bid|\bticket|\bdocket|\bpart|\bmodel)"
+    r"\s*[:#]?\s*)\Z",
+    r"#|\b[cdimnoprt]")
 EXAMPLES = frozenset({"078051120", "219099999", "123456789", "457555462"})
 
 
