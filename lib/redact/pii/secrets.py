@@ -184,17 +184,12 @@ def _pem(text: str) -> list[Span]:
         pos = max(stop, m.end())
 
 
-def _lowered(text: str) -> str | None:
-    """A lower-cased copy with the same offsets (None if case mapping changes lengths)."""
-    low = text.lower()
-    return low if len(low) == len(text) else None
-
-
-def _keyword_hits(text: str) -> list[int]:
-    """End offsets of secret-like keywords in `text` (case-insensitive), sorted, unique."""
-    low = _lowered(text)
+def _keyword_hits(text: str, low: str | None = None) -> list[int]:
+    """End offsets of secret-like keywords in `text` (case-insensitive), sorted, unique.
+    `low`: `text.lower()`, computed when not given."""
+    low = text.lower() if low is None else low
     ends: set[int] = set()
-    if low is None:
+    if len(low) != len(text):                 # case mapping changed offsets
         for m in _KEYWORD_RE.finditer(text):
             ends.add(m.end())
         return sorted(ends)
@@ -209,11 +204,11 @@ def _keyword_hits(text: str) -> list[int]:
 _KEYWORD_RE = re.compile("|".join(re.escape(k) for k in KEYWORDS), re.I)
 
 
-def _assignments(text: str, include_reserved: bool) -> list[Span]:
+def _assignments(text: str, include_reserved: bool, low: str | None = None) -> list[Span]:
     out = []
     seen: set[int] = set()
     n = len(text)
-    for kend in _keyword_hits(text):
+    for kend in _keyword_hits(text, low):
         m = _AFTER_KEYWORD.match(text, kend)
         flag = False
         if not m:
@@ -249,9 +244,10 @@ def _assignments(text: str, include_reserved: bool) -> list[Span]:
     return out
 
 
-def find(text: str, include_reserved: bool = False) -> list[Span]:
+def find(text: str, include_reserved: bool = False, low: str | None = None) -> list[Span]:
     """KEY spans. Every scan is anchored on a literal or a keyword and bounded, so
-    the cost is linear in the input and small when no trigger occurs."""
+    the cost is linear in the input and small when no trigger occurs. `low`:
+    `text.lower()` when the caller has it."""
     out: list[Span] = []
     key_id_ends: list[int] = []
     for trigger, offset, kind, pattern in TOKEN_PATTERNS:
@@ -286,6 +282,6 @@ def find(text: str, include_reserved: bool = False) -> list[Span]:
             if include_reserved or not (_PLACEHOLDER.match(pw) or pw[0] in "$%{<*" or _EXAMPLE.search(pw)):
                 out.append(Span(m.start(1), m.end(1), "KEY"))
         i = text.find("://", i + 3)
-    out += _assignments(text, include_reserved)
+    out += _assignments(text, include_reserved, low)
     out += _aws_secrets(text, key_id_ends)
     return out

@@ -26,9 +26,10 @@ def valid(digits: str) -> bool:
     return area not in ("000", "666") and area[0] != "9" and group != "00" and serial != "0000"
 
 
-def _bare_matches(text: str):
-    """`SSN 536228127`-style matches, anchored on each occurrence of the keyword."""
-    low = text.lower()
+def _bare_matches(text: str, low: str | None = None):
+    """`SSN 536228127`-style matches, anchored on each occurrence of the keyword.
+    `low`: `text.lower()`, computed when not given."""
+    low = text.lower() if low is None else low
     if len(low) != len(text):
         low = text                                  # case mapping changed offsets: exact case only
     for kw in ("ssn", "social"):
@@ -41,8 +42,10 @@ def _bare_matches(text: str):
             i = low.find(kw, i + 1)
 
 
-def find(text: str, include_reserved: bool = False, starts: list[int] | None = None) -> list[Span]:
-    """US_SSN spans. `starts`: the shared `number_starts(text)`, computed when not given."""
+def find(text: str, include_reserved: bool = False, starts: list[int] | None = None,
+         low: str | None = None) -> list[Span]:
+    """US_SSN spans. `starts`: the shared `number_starts(text)`, `low`: `text.lower()`;
+    each computed when not given."""
     out = []
     n = len(text)
     for s in number_starts(text) if starts is None else starts:
@@ -62,7 +65,7 @@ def find(text: str, include_reserved: bool = False, starts: list[int] | None = N
         digits = m.group().replace("-", "").replace(" ", "")
         if valid(digits) and (include_reserved or digits not in EXAMPLES):
             out.append(Span(s, e, "US_SSN"))
-    for m in _bare_matches(text):
+    for m in _bare_matches(text, low):
         s, e = m.span(1)
         if e < n and text[e].isalnum():
             continue
