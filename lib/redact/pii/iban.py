@@ -38,19 +38,30 @@ _SHAPE = str.maketrans({**{c: "A" for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZ"}, **{c: 
 _SHAPE_BYTES = bytes(65 if 65 <= i <= 90 else 48 if 48 <= i <= 57 else i for i in range(256))
 
 
-def find(text: str, include_reserved: bool = False) -> list[Span]:
-    """IBAN spans (the printed form may contain single spaces)."""
-    out = []
-    n = len(text)
+def heads(text: str) -> list[int]:
+    """Offsets of two upper-case ASCII letters followed by two ASCII digits: where an
+    IBAN may start."""
     if text.isascii():
         shape, head = text.encode("ascii").translate(_SHAPE_BYTES), b"AA00"
     else:
         shape, head = text.translate(_SHAPE), "AA00"
+    out = []
+    s = shape.find(head)
+    while s != -1:
+        out.append(s)
+        s = shape.find(head, s + 1)
+    return out
+
+
+def find(text: str, include_reserved: bool = False, at: list[int] | None = None) -> list[Span]:
+    """IBAN spans (the printed form may contain single spaces). `at`: `heads(text)`,
+    computed when not given."""
+    out = []
+    n = len(text)
     pos = 0
-    while True:
-        s = shape.find(head, pos)
-        if s == -1:
-            return out
+    for s in heads(text) if at is None else at:
+        if s < pos:
+            continue
         m = _CAND.match(text, s)
         pos = s + 1
         if m is None:
@@ -83,3 +94,4 @@ def find(text: str, include_reserved: bool = False) -> list[Span]:
             continue
         out.append(Span(s, end, "IBAN"))
         pos = end
+    return out

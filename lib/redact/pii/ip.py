@@ -68,10 +68,14 @@ def _public_v6(addr: ipaddress.IPv6Address) -> bool:
 def is_version_name(name: str) -> bool:
     """True if an identifier names a version: its last word is a version word
     (`__version__`, `AssemblyVersion`, `fw_ver`, `RELEASE`), or a version word
-    followed by a suffix like `_str`, `_info`, `_number` (`version_string`)."""
+    followed by a suffix like `_str`, `_info`, `_number` (`version_string`). Same as
+    `_names_version`, which it calls only when a version word can be in the name."""
     low = name.lower()
-    if not any(part in low for part in _VERSION_NAME_PARTS):
-        return False                     # a word's lower case is part of `low`; a version word holds one of these
+    # every version word holds one of _VERSION_NAME_PARTS, and a word's lower case is part of `low`
+    return any(part in low for part in _VERSION_NAME_PARTS) and _names_version(name)
+
+
+def _names_version(name: str) -> bool:
     words = [w.lower() for w in _NAME_PARTS.findall(name)]
     while words and words[-1].isdigit():
         words.pop()

@@ -9,6 +9,7 @@ import re
 from typing import Callable, Iterable, Mapping
 
 from shardforge.redact.pii import card, email, iban, ip, phone, secrets, ssn
+from shardforge.redact.pii.scan import scan
 from shardforge.redact.pii.spans import Span, drop_overlapping, number_starts, resolve
 
 DETECTORS: dict[str, Callable[[str, bool], list[Span]]] = {
@@ -66,29 +67,36 @@ class Redactor:
                 raise ValueError(f"placeholder for {kind} ({text!r}) would itself be detected as PII")
 
     def _raw_detect(self, text: str) -> list[Span]:
-        """The configured detectors' spans on `text`, resolved; the work they share
-        (number starts, the lower-cased copy) done once. Same spans as
+        """The configured detectors' spans on `text`, resolved. What they look for in
+        common is found once: for an ASCII text by the compiled scan (scan.py), else by
+        the detectors' own scans with the lower-cased copy shared. Same spans as
         `_raw_detect_reference` (each detector on its own), which the tests hold it to."""
         kinds, ir = self._kindset, self.include_reserved
         found: list[Span] = []
-        low = text.lower() if "KEY" in kinds or "US_SSN" in kinds else None
-        if self._numeric:
-            starts = number_starts(text)
-            if starts:                    # PHONE and CREDIT_CARD only look at number starts
-                if "PHONE" in kinds:
-                    found += phone.find(text, ir, starts)
-                if "CREDIT_CARD" in kinds:
-                    found += card.find(text, ir, starts)
-            if "US_SSN" in kinds:
-                found += ssn.find(text, ir, starts, low)
+        if text.isascii():
+            sc, low = scan(text), None
+            starts = sc.starts
+        else:
+            sc = None
+            starts = number_starts(text) if self._numeric else []
+            low = text.lower() if "KEY" in kinds or "US_SSN" in kinds else None
+        if starts:                          # PHONE and CREDIT_CARD only look at number starts
+            if "PHONE" in kinds:
+                found += phone.find(text, ir, starts)
+            if "CREDIT_CARD" in kinds:
+                found += card.find(text, ir, starts)
+        if "US_SSN" in kinds:
+            found += (ssn.find(text, ir, starts, keyword_starts=sc.ssn_keywords) if sc
+                      else ssn.find(text, ir, starts, low))
         if "EMAIL" in kinds and "@" in text:
             found += email.find(text, ir)
         if "IP_ADDRESS" in kinds:
             found += ip.find(text, ir)
-        if "IBAN" in kinds:
-            found += iban.find(text, ir)
+        if "IBAN" in kinds and (sc is None or sc.iban_heads):
+            found += iban.find(text, ir, sc.iban_heads if sc else None)
         if "KEY" in kinds:
-            found += secrets.find(text, ir, low)
+            found += (secrets.find(text, ir, first=sc.first, keyword_ends=sc.keyword_ends, b64_run=sc.b64_run)
+                      if sc else secrets.find(text, ir, low))
         return resolve(found) if found else found
 
     def _raw_detect_reference(self, text: str) -> list[Span]:

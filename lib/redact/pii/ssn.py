@@ -26,26 +26,37 @@ def valid(digits: str) -> bool:
     return area not in ("000", "666") and area[0] != "9" and group != "00" and serial != "0000"
 
 
-def _bare_matches(text: str, low: str | None = None):
-    """`SSN 536228127`-style matches, anchored on each occurrence of the keyword.
-    `low`: `text.lower()`, computed when not given."""
+KEYWORDS = ("ssn", "social")
+
+
+def _keyword_starts(text: str, low: str | None = None) -> list[int]:
+    """Where "ssn" or "social" starts (case-insensitive), sorted. `low`: `text.lower()`,
+    computed when not given."""
     low = text.lower() if low is None else low
     if len(low) != len(text):
         low = text                                  # case mapping changed offsets: exact case only
-    for kw in ("ssn", "social"):
+    out = []
+    for kw in KEYWORDS:
         i = low.find(kw)
         while i != -1:
-            if i == 0 or not text[i - 1].isalnum():
-                m = _BARE_AT.match(text, i)
-                if m:
-                    yield m
+            out.append(i)
             i = low.find(kw, i + 1)
+    return sorted(out)
+
+
+def _bare_matches(text: str, starts: list[int]):
+    """`SSN 536228127`-style matches, anchored on each keyword start in `starts`."""
+    for i in starts:
+        if i == 0 or not text[i - 1].isalnum():
+            m = _BARE_AT.match(text, i)
+            if m:
+                yield m
 
 
 def find(text: str, include_reserved: bool = False, starts: list[int] | None = None,
-         low: str | None = None) -> list[Span]:
-    """US_SSN spans. `starts`: the shared `number_starts(text)`, `low`: `text.lower()`;
-    each computed when not given."""
+         low: str | None = None, keyword_starts: list[int] | None = None) -> list[Span]:
+    """US_SSN spans. `starts`: the shared `number_starts(text)`, `low`: `text.lower()`,
+    `keyword_starts`: `_keyword_starts(text)`; each computed when not given."""
     out = []
     n = len(text)
     for s in number_starts(text) if starts is None else starts:
@@ -65,7 +76,7 @@ def find(text: str, include_reserved: bool = False, starts: list[int] | None = N
         digits = m.group().replace("-", "").replace(" ", "")
         if valid(digits) and (include_reserved or digits not in EXAMPLES):
             out.append(Span(s, e, "US_SSN"))
-    for m in _bare_matches(text, low):
+    for m in _bare_matches(text, _keyword_starts(text, low) if keyword_starts is None else keyword_starts):
         s, e = m.span(1)
         if e < n and text[e].isalnum():
             continue
