@@ -116,6 +116,7 @@ FRAGMENTS = (["0", "1", "4", "5", "7", "9", "415", "555-2671", "536-22-8127", "4
 @given(st.lists(st.sampled_from(FRAGMENTS), max_size=40))
 @example(["AKIA", "Xk9mQ2pL7vRz8TwY4nB6cD1eF3gH5jK0mN2pQ4rS"])
 @example(["(", "(", "415", ")", " ", "555-2671"])
+@example(["415", " ", "(", ")", "555-2671"])              # three separators between digits
 def test_scan_and_raw_detection_on_generated_text(parts):
     text = "".join(parts)
     if text.isascii():
