@@ -10,7 +10,7 @@
 //! - IBAN heads (two upper-case letters then two digits): `iban.find`'s shape search;
 //! - whether a run of 40 characters of `[A-Za-z0-9+/]` occurs (AWS secret keys need one).
 
-use aho_corasick::{AhoCorasick, AhoCorasickBuilder, MatchKind};
+use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
@@ -78,36 +78,44 @@ type Scan = (Vec<usize>, Vec<i64>, Vec<Vec<(usize, usize)>>, Vec<usize>, bool);
 
 #[pyclass(module = "shardforge._native", frozen)]
 pub struct PiiScan {
-    literals: AhoCorasick,
-    literal_group: Vec<usize>,
+    /// literals and keywords in one ASCII case-insensitive automaton (one pass); a literal's
+    /// hit is then checked case-sensitively
+    all: AhoCorasick,
+    /// per pattern: Some(literal group) for a literal, None for a keyword
+    literal_group: Vec<Option<usize>>,
+    keyword_group: Vec<usize>,
+    patterns: Vec<String>,
     n_literal_groups: usize,
-    keywords: AhoCorasick,
-    group_of: Vec<usize>,
-    n_groups: usize,
+    n_keyword_groups: usize,
 }
 
 #[pymethods]
 impl PiiScan {
     #[new]
     fn new(literal_groups: Vec<Vec<String>>, keyword_groups: Vec<Vec<String>>) -> PyResult<Self> {
-        let err = |e: aho_corasick::BuildError| PyValueError::new_err(format!("PiiScan: {e}"));
         if literal_groups.iter().chain(keyword_groups.iter()).flatten().any(|s| s.is_empty() || !s.is_ascii()) {
             return Err(PyValueError::new_err("PiiScan: literals and keywords must be non-empty ASCII"));
         }
-        let group_of = |groups: &Vec<Vec<String>>| -> Vec<usize> {
-            groups.iter().enumerate().flat_map(|(g, ks)| std::iter::repeat(g).take(ks.len())).collect()
-        };
-        let lits: Vec<&String> = literal_groups.iter().flatten().collect();
-        let kws: Vec<&String> = keyword_groups.iter().flatten().collect();
-        Ok(PiiScan {
-            literals: AhoCorasickBuilder::new().match_kind(MatchKind::Standard).build(&lits).map_err(err)?,
-            literal_group: group_of(&literal_groups),
-            n_literal_groups: literal_groups.len(),
-            keywords: AhoCorasickBuilder::new().match_kind(MatchKind::Standard).ascii_case_insensitive(true)
-                .build(&kws).map_err(err)?,
-            group_of: group_of(&keyword_groups),
-            n_groups: keyword_groups.len(),
-        })
+        let (mut patterns, mut literal_group, mut keyword_group) = (Vec::new(), Vec::new(), Vec::new());
+        for (g, lits) in literal_groups.iter().enumerate() {
+            for l in lits {
+                patterns.push(l.clone());
+                literal_group.push(Some(g));
+                keyword_group.push(0);
+            }
+        }
+        for (g, kws) in keyword_groups.iter().enumerate() {
+            for k in kws {
+                patterns.push(k.clone());
+                literal_group.push(None);
+                keyword_group.push(g);
+            }
+        }
+        let all = AhoCorasickBuilder::new().match_kind(MatchKind::Standard).ascii_case_insensitive(true)
+            .kind(Some(AhoCorasickKind::DFA)).build(&patterns)
+            .map_err(|e| PyValueError::new_err(format!("PiiScan: {e}")))?;
+        Ok(PiiScan { all, literal_group, keyword_group, patterns, n_literal_groups: literal_groups.len(),
+                     n_keyword_groups: keyword_groups.len() })
     }
 
     /// (number starts; per literal group, the first offset of any of its literals or -1;
@@ -121,14 +129,13 @@ impl PiiScan {
         }
         let mut starts = Vec::new();
         let mut heads = Vec::new();
-        let (mut run, mut b64_40) = (0usize, false);
+        let (mut run, mut longest) = (0usize, 0usize);
         for i in 0..b.len() {
             let k = CLASS[b[i] as usize];
-            if k & B64 != 0 {
-                run += 1;
-                b64_40 |= run >= 40;
-            } else {
-                run = 0;
+            run = if k & B64 != 0 { run + 1 } else { 0 };
+            longest = longest.max(run);
+            if k & (START | UPPER) == 0 {
+                continue;
             }
             if k & START != 0 && (i == 0 || CLASS[b[i - 1] as usize] & GLUE == 0) && digits_follow(b, i + 1) {
                 starts.push(i);
@@ -139,20 +146,22 @@ impl PiiScan {
             }
         }
         let mut first = vec![-1i64; self.n_literal_groups];
-        for m in self.literals.find_overlapping_iter(b) {
-            let f = &mut first[self.literal_group[m.pattern().as_usize()]];
-            if *f < 0 || (m.start() as i64) < *f {
-                *f = m.start() as i64;
+        let mut groups = vec![Vec::new(); self.n_keyword_groups];
+        for m in self.all.find_overlapping_iter(b) {
+            let p = m.pattern().as_usize();
+            match self.literal_group[p] {
+                Some(g) => {
+                    if self.patterns[p].as_bytes() == &b[m.start()..m.end()] && (first[g] < 0 || (m.start() as i64) < first[g]) {
+                        first[g] = m.start() as i64;
+                    }
+                }
+                None => groups[self.keyword_group[p]].push((m.start(), m.end())),
             }
-        }
-        let mut groups = vec![Vec::new(); self.n_groups];
-        for m in self.keywords.find_overlapping_iter(b) {
-            groups[self.group_of[m.pattern().as_usize()]].push((m.start(), m.end()));
         }
         for g in groups.iter_mut() {
             g.sort_unstable();
             g.dedup();
         }
-        Ok((starts, first, groups, heads, b64_40))
+        Ok((starts, first, groups, heads, longest >= 40))
     }
 }
