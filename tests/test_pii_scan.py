@@ -164,3 +164,18 @@ def test_version_names_are_found_with_and_without_the_quick_check(parts):
 def test_the_scan_refuses_non_ascii_text():
     with pytest.raises(ValueError):
         scan("é 415-555-2671")
+
+
+CONTEXT = ["__version__ = '", "AssemblyVersion(\"", "fw_ver=", "build_host = ", "VERSIONS = ['3.9.1', '", "<version>",
+           "Server ", "release: ", "revision ", "if ip == \"", "foo==", "~", "x ", "\n", " ", "'", '"', ", ", "8.8.8.8",
+           "1.2.3.4", "3.10.0.7", "<KEY> >= ", "upgrade the agent from ", "prevent ", "Firmware ", "FW: ", "fw_str = '"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(CONTEXT), max_size=10))
+@example(["fw_str = '", "8.8.8.8"])
+def test_version_contexts_are_found_with_and_without_the_quick_check(parts):
+    text = "".join(parts)
+    for s in range(len(text)):
+        if text[s].isdigit():
+            assert ip.in_version_context(text, s) == ip.in_version_context(text, s, quick=False), (text, s)
