@@ -128,7 +128,7 @@ def _v4_matches(text: str):
             pos = q.end()
 
 
-def _v4_candidates(text: str, include_reserved: bool) -> list[Span]:
+def _v4_candidates(text: str, include_reserved: bool, quick: bool = True) -> list[Span]:
     out = []
     n = len(text)
     for s, e in _v4_matches(text):
@@ -144,7 +144,7 @@ def _v4_candidates(text: str, include_reserved: bool) -> list[Span]:
             continue                              # Product/1.2.3.4 (user agents, tool versions)
         if not (include_reserved or _public_v4(ipaddress.IPv4Address(quad))):
             continue
-        if in_version_context(text, s):
+        if in_version_context(text, s, quick):
             continue
         out.append(Span(s, e, "IP_ADDRESS"))
     return out
@@ -197,9 +197,11 @@ def _v6_candidates(text: str, include_reserved: bool) -> list[Span]:
     return out
 
 
-def find(text: str, include_reserved: bool = False) -> list[Span]:
-    """IP_ADDRESS spans (IPv4 and IPv6). Linear: bounded regexes, one pass each."""
-    out = _v4_candidates(text, include_reserved) if "." in text else []
-    if ":" in text:
+def find(text: str, include_reserved: bool = False, quick: bool = True) -> list[Span]:
+    """IP_ADDRESS spans (IPv4 and IPv6). Linear: bounded regexes, one pass each.
+    `quick`: skip what cannot find anything (IPv6 in a text with neither "::" nor six
+    colons, the version-key rule on a line with no version word); same spans either way."""
+    out = _v4_candidates(text, include_reserved, quick) if "." in text else []
+    if ":" in text and (not quick or "::" in text or text.count(":") >= 6):    # an IPv6 candidate needs one
         out += _v6_candidates(text, include_reserved)
     return out
