@@ -6,7 +6,8 @@
 //! - per literal group, the first offset of any of its literals (case-sensitive), `-1`
 //!   when none occurs: `str.find`;
 //! - per keyword group, every occurrence of its keywords, ASCII case-insensitive,
-//!   overlapping, as sorted unique (start, end): `text.lower().find` in a loop;
+//!   overlapping, as its sorted unique starts and sorted unique ends: `text.lower().find`
+//!   in a loop;
 //! - IBAN heads (two upper-case letters then two digits): `iban.find`'s shape search;
 //! - whether a run of 40 characters of `[A-Za-z0-9+/]` occurs (AWS secret keys need one).
 
@@ -74,7 +75,7 @@ fn digits_follow(b: &[u8], mut i: usize) -> bool {
     true
 }
 
-type Scan = (Vec<usize>, Vec<i64>, Vec<Vec<(usize, usize)>>, Vec<usize>, bool);
+type Scan = (Vec<usize>, Vec<i64>, Vec<(Vec<usize>, Vec<usize>)>, Vec<usize>, bool);
 
 #[pyclass(module = "shardforge._native", frozen)]
 pub struct PiiScan {
@@ -119,7 +120,7 @@ impl PiiScan {
     }
 
     /// (number starts; per literal group, the first offset of any of its literals or -1;
-    /// per keyword group, its sorted unique (start, end) occurrences; IBAN heads; whether
+    /// per keyword group, the sorted unique starts and ends of its keywords; IBAN heads; whether
     /// a 40-character base64 run occurs). Offsets count characters: `text` must be ASCII
     /// (a ValueError otherwise).
     fn scan(&self, text: &str) -> PyResult<Scan> {
@@ -146,7 +147,7 @@ impl PiiScan {
             }
         }
         let mut first = vec![-1i64; self.n_literal_groups];
-        let mut groups = vec![Vec::new(); self.n_keyword_groups];
+        let mut groups = vec![(Vec::new(), Vec::new()); self.n_keyword_groups];
         for m in self.all.find_overlapping_iter(b) {
             let p = m.pattern().as_usize();
             match self.literal_group[p] {
@@ -155,12 +156,18 @@ impl PiiScan {
                         first[g] = m.start() as i64;
                     }
                 }
-                None => groups[self.keyword_group[p]].push((m.start(), m.end())),
+                None => {
+                    let g = &mut groups[self.keyword_group[p]];
+                    g.0.push(m.start());
+                    g.1.push(m.end());
+                }
             }
         }
-        for g in groups.iter_mut() {
-            g.sort_unstable();
-            g.dedup();
+        for (starts, ends) in groups.iter_mut() {
+            for v in [starts, ends] {
+                v.sort_unstable();
+                v.dedup();
+            }
         }
         Ok((starts, first, groups, heads, longest >= 40))
     }

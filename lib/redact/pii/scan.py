@@ -45,6 +45,5 @@ def kernel():
 
 def scan(text: str) -> Scanned:
     """The shared scan of an ASCII `text` (a ValueError for any other)."""
-    starts, first, (kws, ssn_kws), heads, b64 = kernel().scan(text)
-    ends = sorted({e for _, e in kws}) if kws else []
-    return Scanned(starts, first, ends, [s for s, _ in ssn_kws], heads, b64)
+    starts, first, ((_, key_ends), (ssn_starts, _)), heads, b64 = kernel().scan(text)
+    return Scanned(starts, first, key_ends, ssn_starts, heads, b64)
