@@ -3,7 +3,7 @@ independent labeled sets, throughput against scrubadub in the same run, linear t
 on adversarial inputs, and a 50 MB document.
 
     .venv/bin/python bench/redact.py [--quick] [--throughput-only] [--short-dense] [--rounds 3] [--repeat 5]
-                                     [--cpu-rounds 3] [--out ...]
+                                     [--cpu-rounds 3] [--parts] [--out ...]
 
 scrubadub runs in its own venv ($SHARDFORGE_BENCH_VENVS/scrubadub, default
 /root/.cache/shardforge/bench-venvs/scrubadub, created on first use) in a
@@ -195,6 +195,48 @@ def cpu_rounds(redactor, size: int, rounds: int, short_dense: bool) -> tuple[str
     return "\n".join(lines), {"cpu_rounds": runs}
 
 
+def parts(redactor, size: int, short_dense: bool, repeat: int = 5) -> tuple[str, dict]:
+    """Where a `redact` pass goes: CPU seconds per pass over the documents (the least of
+    `repeat` passes) of each part timed alone: the shared scan, each detector given the
+    scan's results, all of detection, `detect` (with the glued neighbours), `redact`."""
+    from shardforge.redact.pii import card, email, iban, ip, phone, secrets, ssn
+    from shardforge.redact.pii.scan import scan
+
+    docs = (corpus.documents(size, pii_every=500, doc_bytes=(800, 1_200)) if short_dense
+            else corpus.documents(size))
+    assert all(d.isascii() for d in docs)
+    scans = [scan(d) for d in docs]
+    pairs = list(zip(docs, scans))
+    steps = {
+        "shared scan (compiled)": lambda d, sc: scan(d),
+        "PHONE": lambda d, sc: sc.starts and phone.find(d, False, sc.starts),
+        "CREDIT_CARD": lambda d, sc: sc.starts and card.find(d, False, sc.starts),
+        "US_SSN": lambda d, sc: ssn.find(d, False, sc.starts, keyword_starts=sc.ssn_keywords),
+        "EMAIL": lambda d, sc: "@" in d and email.find(d),
+        "IP_ADDRESS": lambda d, sc: ip.find(d),
+        "IBAN": lambda d, sc: sc.iban_heads and iban.find(d, False, sc.iban_heads),
+        "KEY": lambda d, sc: secrets.find(d, False, first=sc.first, keyword_ends=sc.keyword_ends, b64_run=sc.b64_run),
+        "detection (all of the above, overlaps resolved)": lambda d, sc: redactor._raw_detect(d),
+        "`detect` (detection, glued neighbours, placeholders left alone)": lambda d, sc: redactor.detect(d),
+        "`redact` (`detect`, replacement, re-detection around glued values)": lambda d, sc: redactor.redact(d),
+    }
+    # a text with any non-ASCII character is scanned by the detectors themselves
+    steps["`redact`, the same documents with a non-ASCII character (’) in each"] = lambda d, sc: redactor.redact(d)
+    cpu = {}
+    for name, fn in steps.items():
+        data = [(d + "’", sc) for d, sc in pairs] if "non-ASCII" in name else pairs
+        best = float("inf")
+        for _ in range(repeat):
+            c0 = time.process_time()
+            for d, sc in data:
+                fn(d, sc)
+            best = min(best, time.process_time() - c0)
+        cpu[name] = best
+    lines = [f"CPU seconds per pass over the {len(docs)} documents, each part timed alone (least of {repeat} passes):\n",
+             "| part | CPU s |", "|---|---:|"] + [f"| {k} | {v:.3f} |" for k, v in cpu.items()]
+    return "\n".join(lines) + "\n", {"parts_cpu_s": cpu}
+
+
 def linearity(redactor, sizes_mb: list[int]) -> tuple[str, dict]:
     head = "| input | " + " | ".join(f"{s} MB (s)" for s in sizes_mb) + f" | t({sizes_mb[-1]})/t({sizes_mb[0]}) | MB/s at {sizes_mb[-1]} MB |"
     lines = [head, "|---|" + "---:|" * (len(sizes_mb) + 2)]
@@ -233,6 +275,7 @@ def main(argv=None) -> int:
                     help="throughput on ~1 KB documents with one labeled snippet per ~500 characters")
     ap.add_argument("--cpu-rounds", type=int, default=0,
                     help="also this many CPU-time rounds: one `redact` pass, then scrubadub's, back to back")
+    ap.add_argument("--parts", action="store_true", help="also the CPU time of each part of a `redact` pass")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     from shardforge.redact.pii import Redactor
@@ -243,7 +286,7 @@ def main(argv=None) -> int:
     big = 5 if args.quick else 50
     cmd = "python bench/redact.py" + (" --quick" if args.quick else "") + (
         " --throughput-only" if args.throughput_only else "") + (" --short-dense" if args.short_dense else "") + (
-        f" --cpu-rounds {args.cpu_rounds}" if args.cpu_rounds else "")
+        f" --cpu-rounds {args.cpu_rounds}" if args.cpu_rounds else "") + (" --parts" if args.parts else "")
     args.out = args.out or str(HERE / "results" / ("redact-short.md" if args.short_dense else "redact.md"))
     sections = [f"## PII redaction (`{cmd}`)\n",
                 f"Machine: {os.cpu_count()} cores, single core pinned, Python {platform.python_version()}; "
@@ -258,6 +301,11 @@ def main(argv=None) -> int:
         print("CPU-time rounds vs scrubadub ...", flush=True)
         md, cpu = cpu_rounds(redactor, 1_000_000 if args.quick else 4_000_000, args.cpu_rounds, args.short_dense)
         sections += ["### CPU time, one pass each, same run\n", md]
+        tp.update(cpu)
+    if args.parts:
+        print("parts of a pass ...", flush=True)
+        md, cpu = parts(redactor, 1_000_000 if args.quick else 4_000_000, args.short_dense)
+        sections += ["### Where a pass goes\n", md]
         tp.update(cpu)
     ratios = {}
     if not args.throughput_only:

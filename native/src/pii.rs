@@ -1,7 +1,9 @@
-//! The PII detectors' shared scan (shardforge/redact/pii/scan.py): one pass over an ASCII
-//! text that gives what the Python detectors would otherwise find with a dozen scans of
-//! their own. Each output is defined by the Python function it replaces, which the tests
-//! hold it to:
+//! The PII detectors' shared scan (shardforge/redact/pii/scan.py): one pass over a text
+//! that gives what the Python detectors would otherwise find with a dozen scans of their
+//! own. The text comes as one byte per character (Python encodes it to ASCII with every
+//! other character replaced by `?`, which no rule reads), so offsets are character
+//! offsets; bytes above 127 belong to no class. Each output is defined by the Python
+//! function it replaces, which the tests hold it to:
 //! - number starts: `spans.number_starts`;
 //! - per literal group, the first offset of any of its literals (case-sensitive), `-1`
 //!   when none occurs: `str.find`;
@@ -120,14 +122,10 @@ impl PiiScan {
     }
 
     /// (number starts; per literal group, the first offset of any of its literals or -1;
-    /// per keyword group, the sorted unique starts and ends of its keywords; IBAN heads; whether
-    /// a 40-character base64 run occurs). Offsets count characters: `text` must be ASCII
-    /// (a ValueError otherwise).
-    fn scan(&self, text: &str) -> PyResult<Scan> {
-        let b = text.as_bytes();
-        if !b.is_ascii() {
-            return Err(PyValueError::new_err("PiiScan.scan: the text is not ASCII"));
-        }
+    /// per keyword group, the sorted unique starts and ends of its keywords; IBAN heads;
+    /// whether a 40-character base64 run occurs), with byte offsets into `text`.
+    fn scan(&self, text: &[u8]) -> Scan {
+        let b = text;
         let mut starts = Vec::new();
         let mut heads = Vec::new();
         let (mut run, mut longest) = (0usize, 0usize);
@@ -169,6 +167,6 @@ impl PiiScan {
                 v.dedup();
             }
         }
-        Ok((starts, first, groups, heads, longest >= 40))
+        (starts, first, groups, heads, longest >= 40)
     }
 }

@@ -1,16 +1,21 @@
-"""The detectors' shared scan of an ASCII text: one pass of the compiled kernel
+"""The detectors' shared scan of a text: one pass of the compiled kernel
 (`shardforge._native.PiiScan`, native/src/pii.rs) instead of a dozen scans of their own.
 
-`scan(text)` gives, for an ASCII text, what each detector would otherwise look for itself:
-number starts (`spans.number_starts`, for PHONE, CREDIT_CARD and US_SSN), the first
-offset of each KEY format's literals (`secrets.SCAN_LITERALS`), the KEY and US_SSN
-keywords (`secrets._keyword_hits`, `ssn._keyword_starts`), IBAN heads (`iban.heads`)
-and whether a 40-character base64 run occurs (none: no AWS secret key). Each equals the
+`scan(text)` gives what each detector would otherwise look for itself: number starts
+(`spans.number_starts`, for PHONE, CREDIT_CARD and US_SSN), the first offset of each KEY
+format's literals and of PEM and URL markers (`secrets.SCAN_LITERALS`), the KEY and US_SSN
+keywords (`secrets._keyword_hits`, `ssn._keyword_starts`), IBAN heads (`iban.heads`) and
+whether a 40-character base64 run occurs (if not, no AWS secret key can). Each equals the
 Python computation it replaces: tests/test_pii_scan.py holds every field to it, and
 `Redactor._raw_detect` to `Redactor._raw_detect_reference` (every detector on its own).
-A non-ASCII text is scanned by the detectors themselves: the kernel would have to count
-characters rather than bytes, and Python's lower-casing of non-ASCII letters is not
-ASCII case folding. A missing kernel is an ImportError that says how to build it.
+
+The kernel reads the text as ASCII with every other character replaced by `?`: one byte
+per character, so its offsets are Python's, and every rule it applies reads ASCII
+characters only (a `?` belongs to none of them). The keywords are matched ASCII
+case-insensitively, which is what Python's lower-casing gives unless the text holds a
+character whose lower case is ASCII or longer than one character (FOLDS_TO_ASCII); for such
+a text the keyword fields are None and the detectors look for the keywords themselves.
+A missing kernel is an ImportError that says how to build it.
 """
 from __future__ import annotations
 
@@ -21,14 +26,18 @@ from shardforge.redact.pii import secrets, ssn
 
 MISSING = ("shardforge's compiled kernel (shardforge._native) is not installed: install shardforge from "
            "source with `pip install -e .` (needs cargo and rustc; README.md), or the wheel `make package` builds")
+# The non-ASCII characters whose lower case is ASCII (KELVIN SIGN -> "k") or longer than one
+# character (CAPITAL I WITH DOT ABOVE -> "i" + COMBINING DOT ABOVE); tests/test_pii_scan.py
+# checks that no other code point does either.
+FOLDS_TO_ASCII = ("\u212a", "\u0130")
 
 
 class Scanned(NamedTuple):
-    """One ASCII text's scan; offsets are character offsets, lists are sorted."""
+    """One text's scan; offsets are character offsets, lists are sorted."""
     starts: list[int]                   # spans.number_starts
     first: list[int]                    # per secrets.SCAN_LITERALS group: its first offset, -1 if none
-    keyword_ends: list[int]             # secrets._keyword_hits
-    ssn_keywords: list[int]             # ssn._keyword_starts
+    keyword_ends: list[int] | None      # secrets._keyword_hits (None: not known, see above)
+    ssn_keywords: list[int] | None      # ssn._keyword_starts (None: not known)
     iban_heads: list[int]               # iban.heads
     b64_run: bool                       # a run of 40 [A-Za-z0-9+/] occurs
 
@@ -44,6 +53,8 @@ def kernel():
 
 
 def scan(text: str) -> Scanned:
-    """The shared scan of an ASCII `text` (a ValueError for any other)."""
-    starts, first, ((_, key_ends), (ssn_starts, _)), heads, b64 = kernel().scan(text)
+    """The shared scan of `text` (any string, lone surrogates included)."""
+    starts, first, ((_, key_ends), (ssn_starts, _)), heads, b64 = kernel().scan(text.encode("ascii", "replace"))
+    if not text.isascii() and (FOLDS_TO_ASCII[0] in text or FOLDS_TO_ASCII[1] in text):
+        key_ends = ssn_starts = None
     return Scanned(starts, first, key_ends, ssn_starts, heads, b64)
