@@ -180,7 +180,8 @@ def cpu_rounds(redactor, size: int, rounds: int, short_dense: bool) -> tuple[str
         for _ in range(rounds):
             load = os.getloadavg()[0]
             _, ours = time_pass(redactor.redact, docs, 1)
-            sc = json.loads(subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1])
+            res = subprocess.run(cmd, capture_output=True, text=True, check=True)
+            sc = json.loads(res.stdout.strip().splitlines()[-1])
             runs.append({"load": load, "redact_cpu_s": ours, "scrubadub_cpu_s": sc["cpu_seconds"],
                          "ratio": sc["cpu_seconds"] / ours})
     finally:
@@ -232,8 +233,9 @@ def parts(redactor, size: int, short_dense: bool, repeat: int = 5) -> tuple[str,
                 fn(d, sc)
             best = min(best, time.process_time() - c0)
         cpu[name] = best
-    lines = [f"CPU seconds per pass over the {len(docs)} documents, each part timed alone (least of {repeat} passes):\n",
-             "| part | CPU s |", "|---|---:|"] + [f"| {k} | {v:.3f} |" for k, v in cpu.items()]
+    lines = [f"CPU seconds per pass over the {len(docs)} documents, each part timed alone "
+             f"(least of {repeat} passes):\n", "| part | CPU s |", "|---|---:|"]
+    lines += [f"| {k} | {v:.3f} |" for k, v in cpu.items()]
     return "\n".join(lines) + "\n", {"parts_cpu_s": cpu}
 
 

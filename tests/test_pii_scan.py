@@ -53,7 +53,8 @@ def python_scan(text: str) -> tuple:
     return (number_starts(text), first, None if folds else secrets._keyword_hits(text),
             None if folds else ssn._keyword_starts(text),
             [m.start() for m in re.finditer(r"(?=[A-Z]{2}[0-9]{2})", text)],
-            bool(re.search(r"[A-Za-z0-9+/]{40}", text)))
+            bool(re.search(r"[A-Za-z0-9+/]{40}", text)),
+            any("::" in run or run.count(":") >= 6 for run in re.findall(r"[0-9A-Fa-f:.]+", text)))
 
 
 # non-ASCII characters: letters, a digit of another script, an emoji, a lone surrogate, and
@@ -74,6 +75,7 @@ def test_scan_equals_the_python_scans_on_real_text():
     assert sum(bool(s.starts) for s in scans) > 1_000 and sum(bool(s.keyword_ends) for s in scans) > 100
     assert sum(bool(s.ssn_keywords) for s in scans) > 50 and sum(bool(s.iban_heads) for s in scans) > 100
     assert sum(s.b64_run for s in scans) > 100 and sum(s.keyword_ends is None for s in scans) > 100
+    assert sum(s.v6_run for s in scans) > 100 and sum(":" in t and not s.v6_run for t, s in zip(texts, scans)) > 100
     assert all(sum(s.first[i] != -1 for s in scans) > 0 for i in range(len(secrets.SCAN_LITERALS)))
 
 
@@ -115,6 +117,7 @@ def test_raw_detection_equals_every_detector_on_its_own():
 
 
 FRAGMENTS = (["0", "1", "4", "5", "7", "9", "415", "555-2671", "536-22-8127", "4539 1488 0343 6467", "+44 20 7946 0958",
+              "2001:4860::8888", "fe80:1:2:3:4:5:6:7", "10:11:12.345",
               "+", "(", ")", " ", "  ", ".", "-", "/", "_", ":", "=", "#", "\n", "\t", ",", "@", "'", '"',
               "a", "Z", "x", "DE44", "GB82WEST", "AA00", "A", "aB3+/", "QWxhZGRpbjpvcGVuIHNlc2FtZQ+/9Zq3xYw8Lk2Mn5Rt",
               "AKIA", "ASIA", "ghp_", "github_pat_", "glpat-", "xoxb-", "hooks.slack.com/", "https://", "AIza",

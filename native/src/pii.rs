@@ -11,7 +11,8 @@
 //!   overlapping, as its sorted unique starts and sorted unique ends: `text.lower().find`
 //!   in a loop;
 //! - IBAN heads (two upper-case letters then two digits): `iban.find`'s shape search;
-//! - whether a run of 40 characters of `[A-Za-z0-9+/]` occurs (AWS secret keys need one).
+//! - whether a run of 40 characters of `[A-Za-z0-9+/]` occurs (AWS secret keys need one);
+//! - whether a run of `[0-9A-Fa-f:.]` holds `::` or six colons (IPv6 addresses need one).
 
 use aho_corasick::{AhoCorasick, AhoCorasickBuilder, AhoCorasickKind, MatchKind};
 use pyo3::exceptions::PyValueError;
@@ -23,6 +24,7 @@ const GLUE: u8 = 4; //   [A-Za-z0-9_.\-/]: a number start may not follow one
 const SEP: u8 = 8; //    [ .\-()]: at most three between the digits of a number
 const START: u8 = 16; // [+(0-9]: a number may start here
 const B64: u8 = 32; //   [A-Za-z0-9+/]
+const V6: u8 = 64; //    [0-9A-Fa-f:.]
 
 const fn classes() -> [u8; 256] {
     let mut t = [0u8; 256];
@@ -51,6 +53,9 @@ const fn classes() -> [u8; 256] {
         if b == b'+' || b == b'/' {
             k |= B64;
         }
+        if b.is_ascii_hexdigit() || b == b':' || b == b'.' {
+            k |= V6;
+        }
         t[c] = k;
         c += 1;
     }
@@ -77,7 +82,7 @@ fn digits_follow(b: &[u8], mut i: usize) -> bool {
     true
 }
 
-type Scan = (Vec<usize>, Vec<i64>, Vec<(Vec<usize>, Vec<usize>)>, Vec<usize>, bool);
+type Scan = (Vec<usize>, Vec<i64>, Vec<(Vec<usize>, Vec<usize>)>, Vec<usize>, bool, bool);
 
 #[pyclass(module = "shardforge._native", frozen)]
 pub struct PiiScan {
@@ -123,16 +128,24 @@ impl PiiScan {
 
     /// (number starts; per literal group, the first offset of any of its literals or -1;
     /// per keyword group, the sorted unique starts and ends of its keywords; IBAN heads;
-    /// whether a 40-character base64 run occurs), with byte offsets into `text`.
+    /// whether a 40-character base64 run occurs; whether an IPv6-like run does), with byte
+    /// offsets into `text`.
     fn scan(&self, text: &[u8]) -> Scan {
         let b = text;
         let mut starts = Vec::new();
         let mut heads = Vec::new();
         let (mut run, mut longest) = (0usize, 0usize);
+        let (mut colons, mut v6) = (0usize, false);      // colons in the current [0-9A-Fa-f:.] run
         for i in 0..b.len() {
             let k = CLASS[b[i] as usize];
             run = if k & B64 != 0 { run + 1 } else { 0 };
             longest = longest.max(run);
+            if b[i] == b':' {
+                colons += 1;
+                v6 |= colons >= 6 || (i > 0 && b[i - 1] == b':');
+            } else if k & V6 == 0 {
+                colons = 0;
+            }
             if k & (START | UPPER) == 0 {
                 continue;
             }
@@ -167,6 +180,6 @@ impl PiiScan {
                 v.dedup();
             }
         }
-        (starts, first, groups, heads, longest >= 40)
+        (starts, first, groups, heads, longest >= 40, v6)
     }
 }

@@ -197,11 +197,13 @@ def _v6_candidates(text: str, include_reserved: bool) -> list[Span]:
     return out
 
 
-def find(text: str, include_reserved: bool = False, quick: bool = True) -> list[Span]:
+def find(text: str, include_reserved: bool = False, quick: bool = True, v6_run: bool = True) -> list[Span]:
     """IP_ADDRESS spans (IPv4 and IPv6). Linear: bounded regexes, one pass each.
     `quick`: skip what cannot find anything (IPv6 in a text with neither "::" nor six
-    colons, the version-key rule on a line with no version word); same spans either way."""
+    colons, or with no run of address characters that holds one when the shared scan
+    says so in `v6_run`; the version-key rule on a line with no version word); same
+    spans either way."""
     out = _v4_candidates(text, include_reserved, quick) if "." in text else []
-    if ":" in text and (not quick or "::" in text or text.count(":") >= 6):    # an IPv6 candidate needs one
-        out += _v6_candidates(text, include_reserved)
+    if ":" in text and (not quick or (v6_run and ("::" in text or text.count(":") >= 6))):
+        out += _v6_candidates(text, include_reserved)          # a candidate holds "::" or six colons
     return out

@@ -83,7 +83,7 @@ class Redactor:
         if "EMAIL" in kinds and "@" in text:
             found += email.find(text, ir)
         if "IP_ADDRESS" in kinds:
-            found += ip.find(text, ir)
+            found += ip.find(text, ir, v6_run=sc.v6_run)
         if "IBAN" in kinds and sc.iban_heads:
             found += iban.find(text, ir, sc.iban_heads)
         if "KEY" in kinds:

@@ -4,8 +4,9 @@
 `scan(text)` gives what each detector would otherwise look for itself: number starts
 (`spans.number_starts`, for PHONE, CREDIT_CARD and US_SSN), the first offset of each KEY
 format's literals and of PEM and URL markers (`secrets.SCAN_LITERALS`), the KEY and US_SSN
-keywords (`secrets._keyword_hits`, `ssn._keyword_starts`), IBAN heads (`iban.heads`) and
-whether a 40-character base64 run occurs (if not, no AWS secret key can). Each equals the
+keywords (`secrets._keyword_hits`, `ssn._keyword_starts`), IBAN heads (`iban.heads`),
+whether a 40-character base64 run occurs (if not, no AWS secret key can) and whether a
+run of IPv6 characters holds `::` or six colons (if not, no IPv6 address can). Each equals the
 Python computation it replaces: tests/test_pii_scan.py holds every field to it, and
 `Redactor._raw_detect` to `Redactor._raw_detect_reference` (every detector on its own).
 
@@ -40,6 +41,7 @@ class Scanned(NamedTuple):
     ssn_keywords: list[int] | None      # ssn._keyword_starts (None: not known)
     iban_heads: list[int]               # iban.heads
     b64_run: bool                       # a run of 40 [A-Za-z0-9+/] occurs
+    v6_run: bool                        # a run of [0-9A-Fa-f:.] holds "::" or six colons
 
 
 @lru_cache(maxsize=1)
@@ -54,7 +56,7 @@ def kernel():
 
 def scan(text: str) -> Scanned:
     """The shared scan of `text` (any string, lone surrogates included)."""
-    starts, first, ((_, key_ends), (ssn_starts, _)), heads, b64 = kernel().scan(text.encode("ascii", "replace"))
+    starts, first, ((_, key_ends), (ssn_starts, _)), heads, b64, v6 = kernel().scan(text.encode("ascii", "replace"))
     if not text.isascii() and (FOLDS_TO_ASCII[0] in text or FOLDS_TO_ASCII[1] in text):
         key_ends = ssn_starts = None
-    return Scanned(starts, first, key_ends, ssn_starts, heads, b64)
+    return Scanned(starts, first, key_ends, ssn_starts, heads, b64, v6)

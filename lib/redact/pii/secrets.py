@@ -290,7 +290,8 @@ def find(text: str, include_reserved: bool = False, low: str | None = None, *,
         if trigger is None:
             matches = pattern.finditer(text, pos)
         else:
-            matches = (pattern.match(text, t.start() - offset) for t in trigger.finditer(text, at) if t.start() >= offset)
+            matches = (pattern.match(text, t.start() - offset)
+                       for t in trigger.finditer(text, at) if t.start() >= offset)
         for m in matches:
             if m is None:
                 continue
