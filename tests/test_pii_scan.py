@@ -1,9 +1,10 @@
 """The PII detectors' shortcuts change no span. The shared scan (shardforge.redact.pii.scan,
 the compiled kernel) is held field by field to the Python computation each field replaces;
-`Redactor._raw_detect` (the scan, skipped detectors and scans) to `_raw_detect_reference`
-(every detector on its own, scanning for itself); the right-anchored keyword rules behind
-their lookahead to the rules as written. On the labeled sets, the benchmark's documents,
-adversarial runs and generated text, ASCII and not."""
+raw detection with that scan, and with the detectors' own scans (as from the --py-files
+zip), to `_raw_detect_reference` (every detector on its own, scanning for itself, no
+shortcut); the right-anchored keyword rules behind their lookahead to the rules as written;
+the quick checks of version names and contexts to the checks without them. On the labeled
+sets, the benchmark's documents, adversarial runs and generated text, ASCII and not."""
 from __future__ import annotations
 
 import json
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 from shardforge.redact.pii import Redactor, ip, phone, secrets, ssn
 from shardforge.redact.pii import iban
 from shardforge.redact.pii.redaction import _TAIL_ANY
-from shardforge.redact.pii.scan import FOLDS_TO_ASCII, scan
+from shardforge.redact.pii.scan import COMPILED, FOLDS_TO_ASCII, scan
 from shardforge.redact.pii.spans import number_starts
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -109,10 +110,14 @@ REDACTORS = [Redactor(), Redactor(include_reserved=True), Redactor(["PHONE", "US
 
 
 def test_raw_detection_equals_every_detector_on_its_own():
+    """With the compiled scan, and with the detectors' own scans (shardforge from the zip)."""
+    assert COMPILED
     texts = TEXTS + _non_ascii(TEXTS[:2_000])
     for r in REDACTORS:
-        differ = [t for t in texts if r._raw_detect(t) != r._raw_detect_reference(t)]
-        assert not differ, (r.kinds, len(differ), differ[0][:300])
+        for how in ("compiled", "python"):
+            differ = [t for t in texts
+                      if r._detect_scanned(t, scan(t) if how == "compiled" else None) != r._raw_detect_reference(t)]
+            assert not differ, (r.kinds, how, len(differ), differ[0][:300])
     assert sum(bool(REDACTORS[0]._raw_detect(t)) for t in texts) > 2_500
 
 
@@ -136,7 +141,8 @@ def test_scan_and_raw_detection_on_generated_text(parts):
     text = "".join(parts)
     assert tuple(scan(text)) == python_scan(text)
     for r in REDACTORS[:2]:
-        assert r._raw_detect(text) == r._raw_detect_reference(text)
+        want = r._raw_detect_reference(text)
+        assert r._detect_scanned(text, scan(text)) == want and r._detect_scanned(text, None) == want
 
 
 RULES = [(ip._VERSION_BEFORE, ip._VERSION_BEFORE_REF), (phone._ID_BEFORE, phone._ID_BEFORE_REF),

@@ -9,8 +9,8 @@ import re
 from typing import Callable, Iterable, Mapping
 
 from shardforge.redact.pii import card, email, iban, ip, phone, secrets, ssn
-from shardforge.redact.pii.scan import scan
-from shardforge.redact.pii.spans import Span, drop_overlapping, resolve
+from shardforge.redact.pii.scan import COMPILED, Scanned, scan
+from shardforge.redact.pii.spans import Span, drop_overlapping, number_starts, resolve
 
 DETECTORS: dict[str, Callable[[str, bool], list[Span]]] = {
     "EMAIL": email.find,
@@ -22,6 +22,7 @@ DETECTORS: dict[str, Callable[[str, bool], list[Span]]] = {
     "KEY": secrets.find,
 }
 ALL_KINDS = tuple(DETECTORS)
+NUMERIC = frozenset({"PHONE", "CREDIT_CARD", "US_SSN"})    # share one scan for number starts
 PSEUDONYM_HEX = 12
 MAX_PASSES = 4
 GLUE_WINDOW = 320
@@ -57,6 +58,7 @@ class Redactor:
         self.key = pseudonym_key.encode("utf-8") if isinstance(pseudonym_key, str) else bytes(pseudonym_key)
         self.include_reserved = include_reserved
         self._kindset = frozenset(self.kinds)
+        self._numeric = bool(self._kindset & NUMERIC)
         texts = sorted({p for p in self.placeholders.values() if p}, key=len, reverse=True)
         self._default_placeholders = all(self.placeholders[k] == f"<{k}>" for k in ALL_KINDS)
         self._protect = re.compile("|".join([_PSEUDONYM.pattern] + [re.escape(t) for t in texts]))
@@ -65,29 +67,38 @@ class Redactor:
                 raise ValueError(f"placeholder for {kind} ({text!r}) would itself be detected as PII")
 
     def _raw_detect(self, text: str) -> list[Span]:
-        """The configured detectors' spans on `text`, resolved. What they look for in
-        common is found once, by the compiled scan (scan.py). Same spans as
+        """The configured detectors' spans on `text`, resolved; what they look for in
+        common found once, by the compiled scan (scan.py) where there is one."""
+        return self._detect_scanned(text, scan(text) if COMPILED else None)
+
+    def _detect_scanned(self, text: str, sc: Scanned | None) -> list[Span]:
+        """`_raw_detect` given the shared scan `sc`, or with None, the detectors' own scans
+        (the lower-cased copy and the number starts shared). Either way the same spans as
         `_raw_detect_reference` (each detector on its own), which the tests hold it to."""
         kinds, ir = self._kindset, self.include_reserved
         found: list[Span] = []
-        sc = scan(text)
-        starts = sc.starts
-        low = text.lower() if sc.keyword_ends is None and ("KEY" in kinds or "US_SSN" in kinds) else None
+        if sc is None:
+            starts = number_starts(text) if self._numeric else []
+            low = text.lower() if "KEY" in kinds or "US_SSN" in kinds else None
+        else:
+            starts = sc.starts
+            low = text.lower() if sc.keyword_ends is None and ("KEY" in kinds or "US_SSN" in kinds) else None
         if starts:                          # PHONE and CREDIT_CARD only look at number starts
             if "PHONE" in kinds:
                 found += phone.find(text, ir, starts)
             if "CREDIT_CARD" in kinds:
                 found += card.find(text, ir, starts)
         if "US_SSN" in kinds:
-            found += ssn.find(text, ir, starts, low, sc.ssn_keywords)
+            found += ssn.find(text, ir, starts, low, None if sc is None else sc.ssn_keywords)
         if "EMAIL" in kinds and "@" in text:
             found += email.find(text, ir)
         if "IP_ADDRESS" in kinds:
-            found += ip.find(text, ir, v6_run=sc.v6_run)
-        if "IBAN" in kinds and sc.iban_heads:
-            found += iban.find(text, ir, sc.iban_heads)
+            found += ip.find(text, ir, v6_run=sc is None or sc.v6_run)
+        if "IBAN" in kinds and (sc is None or sc.iban_heads):
+            found += iban.find(text, ir, None if sc is None else sc.iban_heads)
         if "KEY" in kinds:
-            found += secrets.find(text, ir, low, first=sc.first, keyword_ends=sc.keyword_ends, b64_run=sc.b64_run)
+            found += (secrets.find(text, ir, low) if sc is None else
+                      secrets.find(text, ir, low, first=sc.first, keyword_ends=sc.keyword_ends, b64_run=sc.b64_run))
         return resolve(found) if found else found
 
     def _raw_detect_reference(self, text: str) -> list[Span]:
