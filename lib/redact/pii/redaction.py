@@ -313,7 +313,7 @@ def _right_isolated(text: str, end: int) -> bool:
 
 
 _CONTEXT_WORDS = ip._VERSION_WORDS + ("ssn", "social")
-_TAIL_RULES = (phone._ID_BEFORE, ssn._ID_BEFORE, ip._VERSION_BEFORE)       # `right_anchored` ones
+_TAIL_RULES = (phone._ID_BEFORE, ssn._ID_BEFORE, ip._VERSION_BEFORE)       # from `right_anchored`: "(?i)..."
 _TAIL_ANY = re.compile("|".join("(?i:%s)" % r.pattern.removeprefix("(?i)") for r in _TAIL_RULES))  # any of them
 _CONTEXT_RE = re.compile("|".join(map(re.escape, _CONTEXT_WORDS)))
 _NAME_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-"
