@@ -10,7 +10,7 @@
 //! - per keyword group, every occurrence of its keywords, ASCII case-insensitive,
 //!   overlapping, as its sorted unique starts and sorted unique ends: `text.lower().find`
 //!   in a loop;
-//! - IBAN heads (two upper-case letters then two digits): `iban.find`'s shape search;
+//! - IBAN heads (two upper-case letters then two digits): `iban.heads`;
 //! - whether a run of 40 characters of `[A-Za-z0-9+/]` occurs (AWS secret keys need one);
 //! - whether a run of `[0-9A-Fa-f:.]` holds `::` or six colons (IPv6 addresses need one).
 
@@ -130,8 +130,7 @@ impl PiiScan {
     /// per keyword group, the sorted unique starts and ends of its keywords; IBAN heads;
     /// whether a 40-character base64 run occurs; whether an IPv6-like run does), with byte
     /// offsets into `text`.
-    fn scan(&self, text: &[u8]) -> Scan {
-        let b = text;
+    fn scan(&self, b: &[u8]) -> Scan {
         let mut starts = Vec::new();
         let mut heads = Vec::new();
         let (mut run, mut longest) = (0usize, 0usize);
@@ -163,7 +162,8 @@ impl PiiScan {
             let p = m.pattern().as_usize();
             match self.literal_group[p] {
                 Some(g) => {
-                    if self.patterns[p].as_bytes() == &b[m.start()..m.end()] && (first[g] < 0 || (m.start() as i64) < first[g]) {
+                    let exact = self.patterns[p].as_bytes() == &b[m.start()..m.end()];
+                    if exact && (first[g] < 0 || (m.start() as i64) < first[g]) {
                         first[g] = m.start() as i64;
                     }
                 }
