@@ -22,7 +22,7 @@ installed (a wheel, a venv, `pip install -e .`), it runs in the kernel, and a mi
 kernel is an ImportError that says how to build it; imported from the `--py-files` zip,
 which cannot carry a compiled module (docs/cluster.md), COMPILED is False and the
 detectors scan for themselves (`Redactor._detect_scanned(text, None)`): the same spans,
-about 1.7x the CPU time on ASCII text and 3x on other text.
+about 1.8x the CPU time on ASCII text and 3.3x on other text (BENCHMARKS.md).
 """
 from __future__ import annotations
 
