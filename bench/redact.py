@@ -2,7 +2,8 @@
 independent labeled sets, throughput against scrubadub in the same run, linear time
 on adversarial inputs, and a 50 MB document.
 
-    .venv/bin/python bench/redact.py [--quick] [--throughput-only] [--rounds 3] [--repeat 5] [--out ...]
+    .venv/bin/python bench/redact.py [--quick] [--throughput-only] [--short-dense] [--rounds 3] [--repeat 5]
+                                     [--cpu-rounds 3] [--parts] [--out ...]
 
 scrubadub runs in its own venv ($SHARDFORGE_BENCH_VENVS/scrubadub, default
 /root/.cache/shardforge/bench-venvs/scrubadub, created on first use) in a
@@ -13,15 +14,20 @@ round's ratios are reported with the load average at its start.
 """
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import platform
-import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
+
+# bench/ holds a select.py: with this script's directory first on the path it would shadow the
+# standard library's `select`, which subprocess imports
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != Path(__file__).resolve().parent]
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import platform  # noqa: E402
+import subprocess  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -155,6 +161,90 @@ def throughput(redactor, size: int, rounds: int, repeat: int, short_dense: bool 
                               "redact_ratio_min": red[0], "redact_ratio_max": red[-1]}
 
 
+def cpu_rounds(redactor, size: int, rounds: int, short_dense: bool) -> tuple[str, dict]:
+    """CPU time (process_time) of one `redact` pass over the documents, then scrubadub's one pass
+    (its own process_time, in its subprocess on the same core), back to back, `rounds` times: CPU
+    time moves less than wall time with other work on the machine."""
+    docs = (corpus.documents(size, pii_every=500, doc_bytes=(800, 1_200)) if short_dense
+            else corpus.documents(size))
+    py = ensure_scrubadub()
+    with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False, encoding="utf-8") as f:
+        for d in docs:
+            f.write(json.dumps(d) + "\n")
+        path = f.name
+    cmd = [str(py), "-c", SCRUBADUB_RUN, path]
+    if hasattr(os, "sched_getaffinity"):
+        cmd = ["taskset", "-c", str(sorted(os.sched_getaffinity(0))[0])] + cmd
+    runs = []
+    try:
+        for _ in range(rounds):
+            load = os.getloadavg()[0]
+            _, ours = time_pass(redactor.redact, docs, 1)
+            res = subprocess.run(cmd, capture_output=True, text=True, check=True)
+            sc = json.loads(res.stdout.strip().splitlines()[-1])
+            runs.append({"load": load, "redact_cpu_s": ours, "scrubadub_cpu_s": sc["cpu_seconds"],
+                         "ratio": sc["cpu_seconds"] / ours})
+    finally:
+        os.unlink(path)
+    lines = [f"CPU time (process_time), one pass each, back to back, over the same {len(docs)} documents "
+             f"({mb(docs):.1f} MB), one core:\n", "| round | load | `redact` CPU s | scrubadub CPU s | ratio |",
+             "|---:|---:|---:|---:|---:|"]
+    lines += [f"| {i} | {r['load']:.2f} | {r['redact_cpu_s']:.3f} | {r['scrubadub_cpu_s']:.3f} | {r['ratio']:.1f}x |"
+              for i, r in enumerate(runs, 1)]
+    ratios = sorted(r["ratio"] for r in runs)
+    lines.append(f"\nCPU-time ratio over the rounds: {ratios[0]:.1f}x-{ratios[-1]:.1f}x.\n")
+    return "\n".join(lines), {"cpu_rounds": runs}
+
+
+def parts(redactor, size: int, short_dense: bool, repeat: int = 5) -> tuple[str, dict]:
+    """Where a `redact` pass goes: CPU seconds per pass over the documents (the least of
+    `repeat` passes) of each part timed alone: the shared scan, each detector given the
+    scan's results, all of detection, `detect` (with the glued neighbours), `redact`; then
+    `redact` on non-ASCII text, and without the compiled scan (as from the --py-files zip)."""
+    from shardforge.redact.pii import card, email, iban, ip, phone, redaction, secrets, ssn
+    from shardforge.redact.pii.scan import scan
+
+    docs = (corpus.documents(size, pii_every=500, doc_bytes=(800, 1_200)) if short_dense
+            else corpus.documents(size))
+    assert all(d.isascii() for d in docs)
+    scans = [scan(d) for d in docs]
+    pairs = list(zip(docs, scans))
+    steps = {
+        "shared scan (compiled)": lambda d, sc: scan(d),
+        "PHONE": lambda d, sc: sc.starts and phone.find(d, False, sc.starts),
+        "CREDIT_CARD": lambda d, sc: sc.starts and card.find(d, False, sc.starts),
+        "US_SSN": lambda d, sc: ssn.find(d, False, sc.starts, keyword_starts=sc.ssn_keywords),
+        "EMAIL": lambda d, sc: "@" in d and email.find(d),
+        "IP_ADDRESS": lambda d, sc: ip.find(d, False, v6_run=sc.v6_run),
+        "IBAN": lambda d, sc: sc.iban_heads and iban.find(d, False, sc.iban_heads),
+        "KEY": lambda d, sc: secrets.find(d, False, first=sc.first, keyword_ends=sc.keyword_ends, b64_run=sc.b64_run),
+        "detection (all of the above, overlaps resolved)": lambda d, sc: redactor._raw_detect(d),
+        "`detect` (detection, glued neighbours, placeholders left alone)": lambda d, sc: redactor.detect(d),
+        "`redact` (`detect`, replacement, re-detection around glued values)": lambda d, sc: redactor.redact(d),
+    }
+    non_ascii = "the same documents with a non-ASCII character (’) in each"
+    steps[f"`redact`, {non_ascii}"] = lambda d, sc: redactor.redact(d)
+    zipped = "with the detectors' own scans (shardforge from the --py-files zip)"
+    steps[f"`redact` {zipped}"] = lambda d, sc: redactor.redact(d)
+    steps[f"`redact` {zipped}, {non_ascii}"] = lambda d, sc: redactor.redact(d)
+    cpu = {}
+    for name, fn in steps.items():
+        data = [(d + "’", sc) for d, sc in pairs] if non_ascii in name else pairs
+        redaction.COMPILED = zipped not in name
+        best = float("inf")
+        for _ in range(repeat):
+            c0 = time.process_time()
+            for d, sc in data:
+                fn(d, sc)
+            best = min(best, time.process_time() - c0)
+        cpu[name] = best
+    redaction.COMPILED = True
+    lines = [f"CPU seconds per pass over the {len(docs)} documents, each part timed alone "
+             f"(least of {repeat} passes):\n", "| part | CPU s |", "|---|---:|"]
+    lines += [f"| {k} | {v:.3f} |" for k, v in cpu.items()]
+    return "\n".join(lines) + "\n", {"parts_cpu_s": cpu}
+
+
 def linearity(redactor, sizes_mb: list[int]) -> tuple[str, dict]:
     head = "| input | " + " | ".join(f"{s} MB (s)" for s in sizes_mb) + f" | t({sizes_mb[-1]})/t({sizes_mb[0]}) | MB/s at {sizes_mb[-1]} MB |"
     lines = [head, "|---|" + "---:|" * (len(sizes_mb) + 2)]
@@ -191,6 +281,9 @@ def main(argv=None) -> int:
     ap.add_argument("--repeat", type=int, default=5, help="passes of detect and of redact per round")
     ap.add_argument("--short-dense", action="store_true",
                     help="throughput on ~1 KB documents with one labeled snippet per ~500 characters")
+    ap.add_argument("--cpu-rounds", type=int, default=0,
+                    help="also this many CPU-time rounds: one `redact` pass, then scrubadub's, back to back")
+    ap.add_argument("--parts", action="store_true", help="also the CPU time of each part of a `redact` pass")
     ap.add_argument("--out", default=None)
     args = ap.parse_args(argv)
     from shardforge.redact.pii import Redactor
@@ -200,7 +293,8 @@ def main(argv=None) -> int:
     sizes = [1, 2, 4] if args.quick else [1, 2, 4, 8, 16]
     big = 5 if args.quick else 50
     cmd = "python bench/redact.py" + (" --quick" if args.quick else "") + (
-        " --throughput-only" if args.throughput_only else "") + (" --short-dense" if args.short_dense else "")
+        " --throughput-only" if args.throughput_only else "") + (" --short-dense" if args.short_dense else "") + (
+        f" --cpu-rounds {args.cpu_rounds}" if args.cpu_rounds else "") + (" --parts" if args.parts else "")
     args.out = args.out or str(HERE / "results" / ("redact-short.md" if args.short_dense else "redact.md"))
     sections = [f"## PII redaction (`{cmd}`)\n",
                 f"Machine: {os.cpu_count()} cores, single core pinned, Python {platform.python_version()}; "
@@ -211,6 +305,16 @@ def main(argv=None) -> int:
     print("throughput vs scrubadub ...", flush=True)
     md, tp = throughput(redactor, 1_000_000 if args.quick else 4_000_000, args.rounds, args.repeat, args.short_dense)
     sections += ["### Throughput, same run, same text\n", md]
+    if args.cpu_rounds:
+        print("CPU-time rounds vs scrubadub ...", flush=True)
+        md, cpu = cpu_rounds(redactor, 1_000_000 if args.quick else 4_000_000, args.cpu_rounds, args.short_dense)
+        sections += ["### CPU time, one pass each, same run\n", md]
+        tp.update(cpu)
+    if args.parts:
+        print("parts of a pass ...", flush=True)
+        md, cpu = parts(redactor, 1_000_000 if args.quick else 4_000_000, args.short_dense)
+        sections += ["### Where a pass goes\n", md]
+        tp.update(cpu)
     ratios = {}
     if not args.throughput_only:
         print("adversarial linearity ...", flush=True)

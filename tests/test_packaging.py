@@ -1,6 +1,7 @@
 """Packaging for spark-submit: the --py-files zip is complete, importable on its own and reproducible."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import zipfile
@@ -50,6 +51,26 @@ def test_zip_works_without_an_installed_shardforge(dist, tmp_path):
     proc = subprocess.run([sys.executable, "-S", "-c", code, str(dist["zip"]), str(tmp_path / "rep")],
                           capture_output=True, text=True, cwd=tmp_path)
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr
+
+
+def test_pii_redaction_from_the_zip_scans_in_python_with_the_same_result(dist, tmp_path):
+    """The zip holds no compiled module: imported from it, the PII detectors scan for
+    themselves (scan.COMPILED is False) and redact exactly as the installed package does."""
+    from shardforge.redact.pii import redact
+
+    texts = ["mail ann.lee@fabrikam.io or (415) 555-2671, card 4539 1488 0343 6467, ssn 536-22-8127",
+             "DE44 5001 0517 5407 3249 31 from 8.8.8.8 and 2001:4860:4860::8888; password = 'Tr0ub4dor&3xK'",
+             "é AKIAZ3MJKL7QW2RT9XYV,wJalrXUtnFEMIK7MDENGbPxRfiCYzEXAMPLEKEX9 \u212aey: Xk9mQ2pL7vRz8Tw"]
+    code = (
+        "import json, sys; sys.path.insert(0, sys.argv[1]);"
+        "from shardforge.redact.pii import redact, scan;"
+        "assert scan.__file__.startswith(sys.argv[1]) and not scan.COMPILED;"
+        "print(json.dumps([redact(t) for t in json.loads(sys.argv[2])]))"
+    )
+    proc = subprocess.run([sys.executable, "-S", "-c", code, str(dist["zip"]), json.dumps(texts)],
+                          capture_output=True, text=True, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout) == [list(redact(t)) for t in texts]
 
 
 def test_submit_main_runs_a_job_module_and_explains_its_usage(dist, tmp_path):

@@ -1,7 +1,8 @@
 //! shardforge._native: the web quality rules (Gopher repetition and quality, C4, FineWeb)
 //! over a batch of texts held in Arrow buffers (int64 offsets + UTF-8 data), with spaCy's
 //! English tokenizer ported to Rust. Python builds a `Quality` kernel once from the pinned
-//! spaCy's data and the character classes (shardforge/clean/quality/native.py).
+//! spaCy's data and the character classes (shardforge/clean/quality/native.py). `PiiScan`:
+//! the PII detectors' shared scan of a text (pii.rs; shardforge/redact/pii/scan.py).
 
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::PyValueError;
@@ -9,6 +10,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
 mod multi;
+mod pii;
 mod repetition;
 mod rules;
 mod text;
@@ -148,6 +150,7 @@ fn signals() -> (Vec<&'static str>, Vec<(usize, usize)>) {
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Quality>()?;
+    m.add_class::<pii::PiiScan>()?;
     m.add_function(wrap_pyfunction!(reasons, m)?)?;
     m.add_function(wrap_pyfunction!(signals, m)?)?;
     Ok(())

@@ -14,7 +14,7 @@ from __future__ import annotations
 import ipaddress
 import re
 
-from shardforge.redact.pii.spans import Span
+from shardforge.redact.pii.spans import Span, right_anchored
 
 # Found from its first dot (a literal the regex engine jumps to), then extended back.
 _V4_DOTS = re.compile(r"\.[0-9]{1,3}+\.[0-9]{1,3}+\.[0-9]{1,3}+")
@@ -23,12 +23,13 @@ _V4_LEFT = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012345
 # Any IPv6 text has two colons at most four hex digits apart: find those (the
 # regex engine jumps to each ':'), then take the whole run of address characters.
 _V6_SEED = re.compile(r":[0-9A-Fa-f]{0,4}:")
-_V6_CHARS = frozenset("0123456789abcdefABCDEF:.")
+_V6_CHARS = "0123456789abcdefABCDEF:."
 _V6_LEFT = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_:.-")
-_VERSION_BEFORE = re.compile(
-    r"(?i)(?:\bv|\bversion|\bver\.?|\brelease|\bbuild|\bfirmware|\bfw|\bupdate|\bupgrade|\bdowngrade"
+_VERSION_BEFORE_REF, _VERSION_BEFORE = right_anchored(
+    r"(?:\bv|\bversion|\bver\.?|\brelease|\bbuild|\bfirmware|\bfw|\bupdate|\bupgrade|\bdowngrade"
     r"|\bpatch|\bbump(?:ed)?|\brev|\bsemver|\bapi|\bspec|\bprotocol|\bsection|\bsec\.|\bchapter|\bclause"
-    r"|\bfigure|\bfig\.|\btable|\bstep|\brule|\bitem|\bparagraph|\bpara\.|§)\s*[:=]?\s*(?:to\s+|from\s+)?\Z")
+    r"|\bfigure|\bfig\.|\btable|\bstep|\brule|\bitem|\bparagraph|\bpara\.|§)\s*[:=]?\s*(?:to\s+|from\s+)?\Z",
+    r"\b[abcdfiprstuv]|§")
 # "upgrade the agent from 2.14.0.3 to 2.15.1.0": a version word earlier in the clause
 _VERSION_CLAUSE = re.compile(
     r"(?i)\b(?:upgrad\w*|updat\w*|downgrad\w*|install\w*|releas\w*|version\w*|bump\w*|migrat\w*)\b"
@@ -44,6 +45,7 @@ _VERSION_KEY = re.compile(
     r"[^\S\n]{0,4},[^\S\n]{0,4}){0,8}[\"']?\Z")
 _NAME_PARTS = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+")
 VERSION_NAMES = frozenset("version versions ver vers release revision rev build firmware fw".split())
+_VERSION_NAME_PARTS = ("ver", "rel", "rev", "build", "firmware", "fw")    # each version name holds one
 _VERSION_SUFFIXES = frozenset("str string info num number no tag id code name".split())
 # A requirement specifier: `foo==3.8.3.14`, `foo >= 1.2.3.4`, `'>=1.2.3.4'`, `"^1.2.3.4"`, `~1.2.3.4`.
 # A name may end in `>`, so that a placeholder (`<KEY> >= 1.2.3.4`) reads as the name it replaced.
@@ -66,7 +68,14 @@ def _public_v6(addr: ipaddress.IPv6Address) -> bool:
 def is_version_name(name: str) -> bool:
     """True if an identifier names a version: its last word is a version word
     (`__version__`, `AssemblyVersion`, `fw_ver`, `RELEASE`), or a version word
-    followed by a suffix like `_str`, `_info`, `_number` (`version_string`)."""
+    followed by a suffix like `_str`, `_info`, `_number` (`version_string`). Same as
+    `_names_version`, which it calls only when a version word can be in the name."""
+    low = name.lower()
+    # every version word holds one of _VERSION_NAME_PARTS, and a word's lower case is part of `low`
+    return any(part in low for part in _VERSION_NAME_PARTS) and _names_version(name)
+
+
+def _names_version(name: str) -> bool:
     words = [w.lower() for w in _NAME_PARTS.findall(name)]
     while words and words[-1].isdigit():
         words.pop()
@@ -76,11 +85,13 @@ def is_version_name(name: str) -> bool:
         len(words) > 1 and words[-1] in _VERSION_SUFFIXES and words[-2] in VERSION_NAMES)
 
 
-def in_version_context(text: str, s: int) -> bool:
+def in_version_context(text: str, s: int, quick: bool = True) -> bool:
     """True if the number starting at `s` is written where a version goes: right after
     a version or outline word, in a clause that started with an upgrade word, as the
     value of a version-named key, or after a requirement operator. Reads at most 96
-    characters before `s`, on the same line for the key and operator rules."""
+    characters before `s`, on the same line for the key and operator rules. `quick`:
+    skip the key rule's search when the line holds no version word (same result, which
+    the tests check)."""
     if _VERSION_BEFORE.search(text, max(0, s - 24), s):
         return True
     window = text[max(0, s - 80):s].lower()
@@ -89,6 +100,10 @@ def in_version_context(text: str, s: int) -> bool:
     lo = max(0, s - 96, text.rfind("\n", max(0, s - 96), s) + 1)
     if _PIN_BEFORE.search(text, max(lo, s - 12), s):
         return True
+    if quick:
+        line = text[lo:s].lower()                    # the key's name is part of it
+        if not any(part in line for part in _VERSION_NAME_PARTS):
+            return False
     m = _VERSION_KEY.search(text, lo, s)
     return bool(m) and is_version_name(m.group(1))
 
@@ -113,7 +128,7 @@ def _v4_matches(text: str):
             pos = q.end()
 
 
-def _v4_candidates(text: str, include_reserved: bool) -> list[Span]:
+def _v4_candidates(text: str, include_reserved: bool, quick: bool = True) -> list[Span]:
     out = []
     n = len(text)
     for s, e in _v4_matches(text):
@@ -129,7 +144,7 @@ def _v4_candidates(text: str, include_reserved: bool) -> list[Span]:
             continue                              # Product/1.2.3.4 (user agents, tool versions)
         if not (include_reserved or _public_v4(ipaddress.IPv4Address(quad))):
             continue
-        if in_version_context(text, s):
+        if in_version_context(text, s, quick):
             continue
         out.append(Span(s, e, "IP_ADDRESS"))
     return out
@@ -142,12 +157,10 @@ def _v6_runs(text: str):
     for m in _V6_SEED.finditer(text):
         if m.start() < last_end:
             continue
-        s = m.start()
-        while s > 0 and m.start() - s < 45 and text[s - 1] in _V6_CHARS:
-            s -= 1
-        e = m.end()
-        while e < n and e - s < 46 and text[e] in _V6_CHARS:
-            e += 1
+        before = text[max(0, m.start() - 45):m.start()]          # back and on over address characters
+        s = m.start() - (len(before) - len(before.rstrip(_V6_CHARS)))
+        after = text[m.end():s + 46]
+        e = m.end() + (len(after) - len(after.lstrip(_V6_CHARS)))
         last_end = e
         if (s > 0 and text[s - 1] in _V6_LEFT) or e - s > 45 or e - s < 3:
             continue
@@ -184,9 +197,13 @@ def _v6_candidates(text: str, include_reserved: bool) -> list[Span]:
     return out
 
 
-def find(text: str, include_reserved: bool = False) -> list[Span]:
-    """IP_ADDRESS spans (IPv4 and IPv6). Linear: bounded regexes, one pass each."""
-    out = _v4_candidates(text, include_reserved) if "." in text else []
-    if ":" in text:
-        out += _v6_candidates(text, include_reserved)
+def find(text: str, include_reserved: bool = False, quick: bool = True, v6_run: bool = True) -> list[Span]:
+    """IP_ADDRESS spans (IPv4 and IPv6). Linear: bounded regexes, one pass each.
+    `quick`: skip what cannot find anything (IPv6 in a text with neither "::" nor six
+    colons, or with no run of address characters that holds one when the shared scan
+    says so in `v6_run`; the version-key rule on a line with no version word); same
+    spans either way."""
+    out = _v4_candidates(text, include_reserved, quick) if "." in text else []
+    if ":" in text and (not quick or (v6_run and ("::" in text or text.count(":") >= 6))):
+        out += _v6_candidates(text, include_reserved)          # a candidate holds "::" or six colons
     return out

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from shardforge.redact.pii.spans import Span, number_starts
+from shardforge.redact.pii.spans import Span, number_starts, right_anchored
 
 _NOT_BEFORE = frozenset("+#$€£=")     # besides what `number_starts` already excludes
 # the written forms, tried at each token start (anchored, bounded, no nesting)
@@ -27,8 +27,9 @@ _NANP_PLUS = re.compile(r"\+1([2-9][0-9]{2})([2-9][0-9]{2})([0-9]{4})\Z")
 _INTL = re.compile(r"(?:\+|00 ?)([1-9][0-9]{0,2})(?:[ .\-]?\(?0?\)?[ .\-]?)?((?:[ .\-]?\(?[0-9]{1,5}\)?){2,7})\Z")
 _INTL_E164 = re.compile(r"\+([1-9][0-9]{7,14})\Z")
 # `#` marks a number only when glued to it (`#916.701.9744`); `# 916.701.9744` is a comment.
-_ID_BEFORE = re.compile(
-    r"(?i)(?:#|(?:isbn(?:-1[03])?|\bno\.?|\border|\binvoice|\bref|\bid|\bserial|\bticket)\s*[:#]?\s*)\Z")
+_ID_BEFORE_REF, _ID_BEFORE = right_anchored(
+    r"(?:#|(?:isbn(?:-1[03])?|\bno\.?|\border|\binvoice|\bref|\bid|\bserial|\bticket)\s*[:#]?\s*)\Z",
+    r"[#i]|\b[norst]")
 _SEPARATED_GROUPS = re.compile(r"[0-9]+")
 
 COUNTRY_CODES = frozenset(

@@ -9,6 +9,7 @@ import re
 from typing import Callable, Iterable, Mapping
 
 from shardforge.redact.pii import card, email, iban, ip, phone, secrets, ssn
+from shardforge.redact.pii.scan import COMPILED, Scanned, scan
 from shardforge.redact.pii.spans import Span, drop_overlapping, number_starts, resolve
 
 DETECTORS: dict[str, Callable[[str, bool], list[Span]]] = {
@@ -56,7 +57,8 @@ class Redactor:
         self.placeholders = {k: (placeholders or {}).get(k, f"<{k}>") for k in ALL_KINDS}
         self.key = pseudonym_key.encode("utf-8") if isinstance(pseudonym_key, str) else bytes(pseudonym_key)
         self.include_reserved = include_reserved
-        self._numeric = any(k in NUMERIC for k in self.kinds)
+        self._kindset = frozenset(self.kinds)
+        self._numeric = bool(self._kindset & NUMERIC)
         texts = sorted({p for p in self.placeholders.values() if p}, key=len, reverse=True)
         self._default_placeholders = all(self.placeholders[k] == f"<{k}>" for k in ALL_KINDS)
         self._protect = re.compile("|".join([_PSEUDONYM.pattern] + [re.escape(t) for t in texts]))
@@ -65,11 +67,47 @@ class Redactor:
                 raise ValueError(f"placeholder for {kind} ({text!r}) would itself be detected as PII")
 
     def _raw_detect(self, text: str) -> list[Span]:
+        """The configured detectors' spans on `text`, resolved; what they look for in
+        common found once, by the compiled scan (scan.py) where there is one."""
+        return self._detect_scanned(text, scan(text) if COMPILED else None)
+
+    def _detect_scanned(self, text: str, sc: Scanned | None) -> list[Span]:
+        """`_raw_detect` given the shared scan `sc`, or with None, the detectors' own scans
+        (the lower-cased copy and the number starts shared). Either way the same spans as
+        `_raw_detect_reference` (each detector on its own), which the tests hold it to."""
+        kinds, ir = self._kindset, self.include_reserved
         found: list[Span] = []
-        starts = number_starts(text) if self._numeric else None
+        if sc is None:
+            starts = number_starts(text) if self._numeric else []
+            low = text.lower() if "KEY" in kinds or "US_SSN" in kinds else None
+        else:
+            starts = sc.starts
+            low = text.lower() if sc.keyword_ends is None and ("KEY" in kinds or "US_SSN" in kinds) else None
+        if starts:                          # PHONE and CREDIT_CARD only look at number starts
+            if "PHONE" in kinds:
+                found += phone.find(text, ir, starts)
+            if "CREDIT_CARD" in kinds:
+                found += card.find(text, ir, starts)
+        if "US_SSN" in kinds:
+            found += ssn.find(text, ir, starts, low, None if sc is None else sc.ssn_keywords)
+        if "EMAIL" in kinds and "@" in text:
+            found += email.find(text, ir)
+        if "IP_ADDRESS" in kinds:
+            found += ip.find(text, ir, v6_run=sc is None or sc.v6_run)
+        if "IBAN" in kinds and (sc is None or sc.iban_heads):
+            found += iban.find(text, ir, None if sc is None else sc.iban_heads)
+        if "KEY" in kinds:
+            found += (secrets.find(text, ir, low) if sc is None else
+                      secrets.find(text, ir, low, first=sc.first, keyword_ends=sc.keyword_ends, b64_run=sc.b64_run))
+        return resolve(found) if found else found
+
+    def _raw_detect_reference(self, text: str) -> list[Span]:
+        """`_raw_detect` the plain way: every configured detector on its own, with no
+        shared or skipped work."""
+        found: list[Span] = []
         for kind in self.kinds:
-            if kind in NUMERIC:
-                found += DETECTORS[kind](text, self.include_reserved, starts)
+            if kind == "IP_ADDRESS":
+                found += ip.find(text, self.include_reserved, quick=False)
             else:
                 found += DETECTORS[kind](text, self.include_reserved)
         return resolve(found)
@@ -275,8 +313,10 @@ def _right_isolated(text: str, end: int) -> bool:
 
 
 _CONTEXT_WORDS = ip._VERSION_WORDS + ("ssn", "social")
-_TAIL_RULES = (phone._ID_BEFORE, ssn._ID_BEFORE, ip._VERSION_BEFORE)
-_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
+_TAIL_RULES = (phone._ID_BEFORE, ssn._ID_BEFORE, ip._VERSION_BEFORE)       # from `right_anchored`: "(?i)..."
+_TAIL_ANY = re.compile("|".join("(?i:%s)" % r.pattern.removeprefix("(?i)") for r in _TAIL_RULES))  # any of them
+_CONTEXT_RE = re.compile("|".join(map(re.escape, _CONTEXT_WORDS)))
+_NAME_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-"
 
 
 def _context_free(value: str) -> bool:
@@ -287,17 +327,15 @@ def _context_free(value: str) -> bool:
     if not value[-1].isalnum():
         return False
     low = value.lower()
-    if any(w in low for w in _CONTEXT_WORDS):
+    if _CONTEXT_RE.search(low):
         return False
     # The tail rules end in a word, `#`, `.`, `:`, `=` or `§` (plus spaces); only
     # "ISBN-10"/"ISBN-13" end in a digit, so most values skip the regexes.
     if not value[-1].isdigit() or low.endswith(("isbn-10", "isbn-13")):
         tail = value[-24:] + " "
-        if any(rule.search(tail) for rule in _TAIL_RULES):
+        if _TAIL_ANY.search(tail):
             return False
-    i = len(value)
-    while i > 0 and len(value) - i < 48 and value[i - 1] in _NAME_CHARS:
-        i -= 1
+    i = max(len(value.rstrip(_NAME_CHARS)), len(value) - 48)          # the name it ends in
     return not ip.is_version_name(value[i:])
 
 

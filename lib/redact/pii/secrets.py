@@ -34,6 +34,22 @@ TOKEN_PATTERNS = [
 ]
 GATES = {"github_pat": ("github_pat_", 0), "slack_webhook": ("hooks.slack.com/", 8), "jwt": ("eyJ", 0),
          "slack": ("xox", 0), "google_api_key": ("AIza", 0)}     # kind: (literal, its offset in a match)
+# For the shared scan (scan.py), every format: literals one of which every match holds at
+# `offset` from its start. A format is then searched only from its literals' first occurrence.
+TOKEN_LITERALS = {
+    "aws_access_key_id": (("AKIA", "ASIA", "ABIA", "ACCA", "AGPA", "AIDA", "AROA", "ANPA", "ANVA", "AIPA"), 0),
+    "github": (("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), 0),
+    "github_pat": (("github_pat_",), 0),
+    "gitlab": (("glpat-", "gldt-", "glrt-", "glptt-", "glcbt-", "glimt-", "glsoat-", "glffct-", "glagent-"), 0),
+    "slack": (("xox",), 0),
+    "slack_webhook": (("hooks.slack.com/",), 8),
+    "google_api_key": (("AIza",), 0),
+    "stripe": (("k_live_", "k_test_"), 1),
+    "jwt": (("eyJ",), 0),
+}
+PEM_LITERAL, URL_LITERAL = "-----BEGIN ", "://"
+# the literal groups the shared scan looks for, in this order: the formats', PEM's, URLs'
+SCAN_LITERALS = [TOKEN_LITERALS[kind][0] for _, _, kind, _ in TOKEN_PATTERNS] + [(PEM_LITERAL,), (URL_LITERAL,)]
 _PEM_BEGIN = re.compile(r"-----BEGIN ((?:RSA |EC |DSA |OPENSSH |ENCRYPTED |PGP |SSH2 )?PRIVATE KEY(?: BLOCK)?)-----")
 _PEM_BODY = re.compile(r"(?:[ \t]*[A-Za-z0-9+/=:\-, ]{0,120}\r?\n){0,400}")
 _URL_USERINFO = re.compile(r"//[^\s:/@<>\"']{1,64}:([^\s:/@<>\"']{1,128})@[A-Za-z0-9\[]")
@@ -184,17 +200,12 @@ def _pem(text: str) -> list[Span]:
         pos = max(stop, m.end())
 
 
-def _lowered(text: str) -> str | None:
-    """A lower-cased copy with the same offsets (None if case mapping changes lengths)."""
-    low = text.lower()
-    return low if len(low) == len(text) else None
-
-
-def _keyword_hits(text: str) -> list[int]:
-    """End offsets of secret-like keywords in `text` (case-insensitive), sorted, unique."""
-    low = _lowered(text)
+def _keyword_hits(text: str, low: str | None = None) -> list[int]:
+    """End offsets of secret-like keywords in `text` (case-insensitive), sorted, unique.
+    `low`: `text.lower()`, computed when not given."""
+    low = text.lower() if low is None else low
     ends: set[int] = set()
-    if low is None:
+    if len(low) != len(text):                 # case mapping changed offsets
         for m in _KEYWORD_RE.finditer(text):
             ends.add(m.end())
         return sorted(ends)
@@ -209,11 +220,12 @@ def _keyword_hits(text: str) -> list[int]:
 _KEYWORD_RE = re.compile("|".join(re.escape(k) for k in KEYWORDS), re.I)
 
 
-def _assignments(text: str, include_reserved: bool) -> list[Span]:
+def _assignments(text: str, include_reserved: bool, low: str | None = None,
+                 keyword_ends: list[int] | None = None) -> list[Span]:
     out = []
     seen: set[int] = set()
     n = len(text)
-    for kend in _keyword_hits(text):
+    for kend in _keyword_hits(text, low) if keyword_ends is None else keyword_ends:
         m = _AFTER_KEYWORD.match(text, kend)
         flag = False
         if not m:
@@ -249,23 +261,37 @@ def _assignments(text: str, include_reserved: bool) -> list[Span]:
     return out
 
 
-def find(text: str, include_reserved: bool = False) -> list[Span]:
+def find(text: str, include_reserved: bool = False, low: str | None = None, *,
+         first: list[int] | None = None, keyword_ends: list[int] | None = None,
+         b64_run: bool = True) -> list[Span]:
     """KEY spans. Every scan is anchored on a literal or a keyword and bounded, so
-    the cost is linear in the input and small when no trigger occurs."""
+    the cost is linear in the input and small when no trigger occurs.
+
+    What the shared scan (scan.py) already knows, when the caller has it: `low`,
+    `text.lower()`; `first`, the first offset of each SCAN_LITERALS group (-1: none);
+    `keyword_ends`, `_keyword_hits(text)`; `b64_run`, False when no run of 40
+    `[A-Za-z0-9+/]` occurs (then no AWS secret key can)."""
     out: list[Span] = []
     key_id_ends: list[int] = []
-    for trigger, offset, kind, pattern in TOKEN_PATTERNS:
-        first = 0
-        if kind in GATES:
-            literal, at = GATES[kind]
-            first = text.find(literal)
-            if first == -1:
+    for i, (trigger, offset, kind, pattern) in enumerate(TOKEN_PATTERNS):
+        if first is not None:                          # from the first literal a match holds
+            at = first[i]
+            if at == -1:
                 continue
-            first = max(0, first - at)
-        if trigger is None:
-            matches = pattern.finditer(text, first)
+            pos = max(0, at - TOKEN_LITERALS[kind][1])
+        elif kind in GATES:
+            literal, back = GATES[kind]
+            at = text.find(literal)
+            if at == -1:
+                continue
+            pos = max(0, at - back)
         else:
-            matches = (pattern.match(text, t.start() - offset) for t in trigger.finditer(text) if t.start() >= offset)
+            at = pos = 0
+        if trigger is None:
+            matches = pattern.finditer(text, pos)
+        else:
+            matches = (pattern.match(text, t.start() - offset)
+                       for t in trigger.finditer(text, at) if t.start() >= offset)
         for m in matches:
             if m is None:
                 continue
@@ -276,16 +302,17 @@ def find(text: str, include_reserved: bool = False) -> list[Span]:
                 out.append(Span(s, m.end(), "KEY"))
                 if kind == "aws_access_key_id":
                     key_id_ends.append(m.end())
-    if "-----BEGIN " in text:
+    if (first[-2] != -1) if first is not None else PEM_LITERAL in text:
         out += _pem(text)
-    i = text.find("://")
+    i = first[-1] if first is not None else text.find(URL_LITERAL)
     while i != -1:
         m = _URL_USERINFO.match(text, i + 1)
         if m and _SCHEME_BEFORE.search(text, max(0, i - 16), i):
             pw = m.group(1)
             if include_reserved or not (_PLACEHOLDER.match(pw) or pw[0] in "$%{<*" or _EXAMPLE.search(pw)):
                 out.append(Span(m.start(1), m.end(1), "KEY"))
-        i = text.find("://", i + 3)
-    out += _assignments(text, include_reserved)
-    out += _aws_secrets(text, key_id_ends)
+        i = text.find(URL_LITERAL, i + 3)
+    out += _assignments(text, include_reserved, low, keyword_ends)
+    if b64_run:
+        out += _aws_secrets(text, key_id_ends)
     return out

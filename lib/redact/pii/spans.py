@@ -106,5 +106,15 @@ def number_starts(text: str) -> list[int]:
     return [m.start() for m in _NUMBER_START.finditer(text)]
 
 
+def right_anchored(rule: str, first: str) -> tuple[re.Pattern, re.Pattern]:
+    """A case-insensitive rule that ends in `\\Z` ("a keyword right before here"),
+    compiled twice: as written (the reference, for tests) and behind the lookahead
+    `first`, which holds at the start of every match (the first characters of the
+    rule's alternatives). Both find the same matches; the second is several times
+    faster, since a search skips the positions where no alternative can start
+    instead of trying each of them there."""
+    return re.compile("(?i)" + rule), re.compile("(?i)(?=" + first + ")(?:" + rule + ")")
+
+
 def is_word_char(ch: str) -> bool:
     return ch.isalnum() or ch == "_"

@@ -7,15 +7,16 @@ from __future__ import annotations
 
 import re
 
-from shardforge.redact.pii.spans import Span, number_starts
+from shardforge.redact.pii.spans import Span, number_starts, right_anchored
 
 _SEP = re.compile(r"[0-9]{3}(?:-[0-9]{2}-| [0-9]{2} )[0-9]{4}")
 _SSN_BEFORE = re.compile(r"(?i)\bssn|social[ \-]security")
 _BARE_AT = re.compile(r"(?i:ssn|social[ \-]security(?:[ \-]n(?:umber|o\.?))?)[ \t:#=\-]{0,6}+([0-9]{9})")
 # `#` marks a number only when glued to it (`#818-66-4938`); `# 818-66-4938` is a comment.
-_ID_BEFORE = re.compile(
-    r"(?i)(?:#|(?:\bno\.?|\bnumber|\bcase|\border|\binvoice|\bref|\bid|\bticket|\bdocket|\bpart|\bmodel)"
-    r"\s*[:#]?\s*)\Z")
+_ID_BEFORE_REF, _ID_BEFORE = right_anchored(
+    r"(?:#|(?:\bno\.?|\bnumber|\bcase|\border|\binvoice|\bref|\bid|\bticket|\bdocket|\bpart|\bmodel)"
+    r"\s*[:#]?\s*)\Z",
+    r"#|\b[cdimnoprt]")
 EXAMPLES = frozenset({"078051120", "219099999", "123456789", "457555462"})
 
 
@@ -25,23 +26,37 @@ def valid(digits: str) -> bool:
     return area not in ("000", "666") and area[0] != "9" and group != "00" and serial != "0000"
 
 
-def _bare_matches(text: str):
-    """`SSN 536228127`-style matches, anchored on each occurrence of the keyword."""
-    low = text.lower()
+KEYWORDS = ("ssn", "social")
+
+
+def _keyword_starts(text: str, low: str | None = None) -> list[int]:
+    """Where "ssn" or "social" starts (case-insensitive), sorted. `low`: `text.lower()`,
+    computed when not given."""
+    low = text.lower() if low is None else low
     if len(low) != len(text):
         low = text                                  # case mapping changed offsets: exact case only
-    for kw in ("ssn", "social"):
+    out = []
+    for kw in KEYWORDS:
         i = low.find(kw)
         while i != -1:
-            if i == 0 or not text[i - 1].isalnum():
-                m = _BARE_AT.match(text, i)
-                if m:
-                    yield m
+            out.append(i)
             i = low.find(kw, i + 1)
+    return sorted(out)
 
 
-def find(text: str, include_reserved: bool = False, starts: list[int] | None = None) -> list[Span]:
-    """US_SSN spans. `starts`: the shared `number_starts(text)`, computed when not given."""
+def _bare_matches(text: str, starts: list[int]):
+    """`SSN 536228127`-style matches, anchored on each keyword start in `starts`."""
+    for i in starts:
+        if i == 0 or not text[i - 1].isalnum():
+            m = _BARE_AT.match(text, i)
+            if m:
+                yield m
+
+
+def find(text: str, include_reserved: bool = False, starts: list[int] | None = None,
+         low: str | None = None, keyword_starts: list[int] | None = None) -> list[Span]:
+    """US_SSN spans. `starts`: the shared `number_starts(text)`, `low`: `text.lower()`,
+    `keyword_starts`: `_keyword_starts(text)`; each computed when not given."""
     out = []
     n = len(text)
     for s in number_starts(text) if starts is None else starts:
@@ -61,7 +76,7 @@ def find(text: str, include_reserved: bool = False, starts: list[int] | None = N
         digits = m.group().replace("-", "").replace(" ", "")
         if valid(digits) and (include_reserved or digits not in EXAMPLES):
             out.append(Span(s, e, "US_SSN"))
-    for m in _bare_matches(text):
+    for m in _bare_matches(text, _keyword_starts(text, low) if keyword_starts is None else keyword_starts):
         s, e = m.span(1)
         if e < n and text[e].isalnum():
             continue
