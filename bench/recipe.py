@@ -339,6 +339,10 @@ def markdown(r: dict) -> str:
         ratio = f"{b['wall_s'] / a['wall_s']:.2f}x" if a and b and a["exit"] == 0 and b["exit"] == 0 else "-"
         lines.append(f"| {i + 1} | {fa} | {fb} | {ratio} |")
     lines.append("")
+    if "ratio_comparable_per_round" in s:
+        lines += [f"datatrove wall / shardforge's comparable part (startup + ingest, clean, redact, dedup, tokenize; "
+                  f"no curate, no build-shards), per round: "
+                  + ", ".join(f"{x:.2f}x" for x in s["ratio_comparable_per_round"]) + ".", ""]
     if "shardforge_stage_s" in s:
         lines += ["shardforge per stage (median s): " + ", ".join(f"{k} {v}" for k, v in s["shardforge_stage_s"].items())
                   + f"; startup (interpreter, session) {s['shardforge_startup_s']} s."]
@@ -372,7 +376,21 @@ def main(argv=None) -> int:
     ap.add_argument("--vocab", type=int, default=32_000)
     ap.add_argument("--work", type=Path, default=Path("/tmp/sf-recipe"))
     ap.add_argument("--out", type=Path, default=HERE / "results" / "recipe")
+    ap.add_argument("--render", action="store_true",
+                    help="no runs: redo the comparison from --work's last outputs and --out's .json, rewrite the .md")
     args = ap.parse_args(argv)
+    if args.render:
+        r = json.loads(args.out.with_suffix(".json").read_text())
+        corpus = ROOT / ".bench" / f"corpus-{r['docs']}.jsonl"
+        ids = [json.loads(line)["id"] for line in open(corpus, encoding="utf-8")]
+        last = r["rounds"]["datatrove"][-1]
+        if r["rounds"]["shardforge"][-1]["exit"] == 0 and last["exit"] == 0:
+            r["compare"] = compare(ids, ours_outcome(args.work / "ours"), theirs_outcome(args.work / "theirs", last))
+        r["summary"] = summarise(r)
+        args.out.with_suffix(".json").write_text(json.dumps(r, indent=2) + "\n")
+        args.out.with_suffix(".md").write_text(markdown(r))
+        print(markdown(r))
+        return 0
     from shardforge.tokenize.stage import train_bpe
 
     corpus = ensure_corpus(ROOT / ".bench" / f"corpus-{args.docs}.jsonl", args.docs)
