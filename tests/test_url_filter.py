@@ -238,9 +238,9 @@ def test_annotate_mode_drops_nothing_for_urls_and_sets_the_signal(spark, tmp_pat
                 QualitySection(mode="annotate", filters=("gopher_quality",)), f)
     kept = {r["id"]: r["signals"] for r in res.kept.select("id", "signals").collect()}
     assert res.rejected.count() == 0 and sorted(kept) == ["d0", "d1", "d2", "d3"]
-    assert [kept[k]["url_blocklist"] if kept[k] else None for k in sorted(kept)] == ["adult", None, "adult", None]
+    assert [kept[k]["url_blocklist"] for k in sorted(kept)] == ["adult", None, "adult", None]
     assert kept["d0"]["gopher_words"] == kept["d1"]["gopher_words"] == 15      # PROSE's 15 words
-    assert kept["d2"]["gopher_words"] is None and kept["d3"] is None          # images: no quality signals
+    assert kept["d2"]["gopher_words"] is None and kept["d3"]["gopher_words"] is None   # images: no quality signals
 
 
 # -- through the pipeline command --------------------------------------------------------------

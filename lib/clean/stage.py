@@ -135,15 +135,9 @@ def _url_rule(blocked: list | None, reasons: list, langs: list, scores: list, q:
 
 
 def _with_url_signal(kept: DataFrame) -> DataFrame:
-    """signals.url_blocklist from URL_SIGNAL_COL. A row whose `signals` is null (an image, or an
-    input's row without signals) and whose URL has a label gets a struct with only that field
-    set, so no label is lost (a null struct stays null under with_signals)."""
+    """signals.url_blocklist from URL_SIGNAL_COL (a row whose `signals` is null, an image,
+    gets a struct of null quality fields beside it: with_signals loses no label)."""
     label = F.col(URL_SIGNAL_COL)
-    if "signals" in kept.columns:
-        empty = F.struct(*[F.lit(None).cast(f.dataType).alias(f.name)
-                           for f in kept.schema["signals"].dataType.fields if f.name != "url_blocklist"])
-        kept = kept.withColumn("signals", F.when(F.col("signals").isNull() & label.isNotNull(), empty)
-                               .otherwise(F.col("signals")))
     return with_signals(kept, {"url_blocklist": label}).drop(URL_SIGNAL_COL)
 
 
