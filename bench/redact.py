@@ -116,10 +116,11 @@ def accuracy() -> str:
     return dev + "\n\n" + independent
 
 
-def throughput(redactor, size: int, rounds: int, repeat: int, short_dense: bool = False) -> tuple[str, dict]:
+def scrubadub_input(size: int, short_dense: bool) -> tuple[list, str, list[str]]:
+    """The documents, a JSONL file of them (the caller deletes it) and the command that runs
+    scrubadub over that file on this process's first core."""
     docs = (corpus.documents(size, pii_every=500, doc_bytes=(800, 1_200)) if short_dense
             else corpus.documents(size))
-    size_mb = mb(docs)
     py = ensure_scrubadub()
     with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False, encoding="utf-8") as f:
         for d in docs:
@@ -128,6 +129,12 @@ def throughput(redactor, size: int, rounds: int, repeat: int, short_dense: bool 
     cmd = [str(py), "-c", SCRUBADUB_RUN, path]
     if hasattr(os, "sched_getaffinity"):
         cmd = ["taskset", "-c", str(sorted(os.sched_getaffinity(0))[0])] + cmd
+    return docs, path, cmd
+
+
+def throughput(redactor, size: int, rounds: int, repeat: int, short_dense: bool = False) -> tuple[str, dict]:
+    docs, path, cmd = scrubadub_input(size, short_dense)
+    size_mb = mb(docs)
     runs = []
     try:
         for _ in range(rounds):           # alternating, every round complete: the machine is shared
@@ -165,16 +172,7 @@ def cpu_rounds(redactor, size: int, rounds: int, short_dense: bool) -> tuple[str
     """CPU time (process_time) of one `redact` pass over the documents, then scrubadub's one pass
     (its own process_time, in its subprocess on the same core), back to back, `rounds` times: CPU
     time moves less than wall time with other work on the machine."""
-    docs = (corpus.documents(size, pii_every=500, doc_bytes=(800, 1_200)) if short_dense
-            else corpus.documents(size))
-    py = ensure_scrubadub()
-    with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False, encoding="utf-8") as f:
-        for d in docs:
-            f.write(json.dumps(d) + "\n")
-        path = f.name
-    cmd = [str(py), "-c", SCRUBADUB_RUN, path]
-    if hasattr(os, "sched_getaffinity"):
-        cmd = ["taskset", "-c", str(sorted(os.sched_getaffinity(0))[0])] + cmd
+    docs, path, cmd = scrubadub_input(size, short_dense)
     runs = []
     try:
         for _ in range(rounds):
