@@ -91,18 +91,8 @@ def score(df: DataFrame, cfg, models: tuple[ModelInfo, ...]) -> DataFrame:
             extra = [pa.array(label_scores(model, texts, label, batch_size), pa.float64()) for model, label in loaded]
             yield pa.RecordBatch.from_arrays([*batch.columns, *extra], names=[*batch.schema.names, *cols])
 
-    scored = _signals_present(df).mapInArrow(run, schema)
+    scored = df.mapInArrow(run, schema)
     return with_signals(scored, {m.name: F.col(c) for m, c in zip(models, cols)}).drop(*cols)
-
-
-def _signals_present(df: DataFrame) -> DataFrame:
-    """A null `signals` struct becomes a struct of null fields, so the scores set into it are
-    not lost (Spark's withField leaves a null struct null)."""
-    if SIGNALS not in df.columns or not isinstance(df.schema[SIGNALS].dataType, StructType):
-        return df
-    typ = df.schema[SIGNALS].dataType
-    empty = F.struct(*[F.lit(None).cast(f.dataType).alias(f.name) for f in typ.fields])
-    return df.withColumn(SIGNALS, F.coalesce(F.col(SIGNALS), empty))
 
 
 def score_stats(df: DataFrame, names: list[str], bins: int = 10) -> dict:
