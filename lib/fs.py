@@ -29,6 +29,7 @@ Spark resolves it (a relative path lands on the default filesystem: HDFS on a YA
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import uuid
@@ -408,3 +409,20 @@ def explain(exc: BaseException) -> RemoteStorageError | None:
         reason = next((ln.strip(" :\t") for ln in text.splitlines() if any(s in ln for s in _UNREACHABLE)), "")
         return RemoteStorageError(f"cannot reach {endpoint}{where}: {reason[:300]}", 1)
     return None
+
+
+_SHA: dict[tuple, str] = {}
+
+
+def file_sha256(path: str) -> str:
+    """sha256 of a local file's bytes, read 8 MiB at a time; remembered per (path, size,
+    mtime), so a run hashes a large file once (a model's check, then the stage fingerprint)."""
+    st = os.stat(path)
+    key = (os.path.abspath(path), st.st_size, st.st_mtime_ns)
+    if key not in _SHA:
+        h = hashlib.sha256()
+        with open(path, "rb") as fh:
+            while chunk := fh.read(8 << 20):
+                h.update(chunk)
+        _SHA[key] = h.hexdigest()
+    return _SHA[key]

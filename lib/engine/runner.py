@@ -37,7 +37,7 @@ from pyspark.sql.types import StructType
 from shardforge import __version__
 from shardforge.config import Config, ConfigError
 from shardforge.engine.records import recorded_config
-from shardforge.fs import HadoopFiles
+from shardforge.fs import HadoopFiles, file_sha256
 from shardforge.engine.layout import Layout, join
 from shardforge.engine.run import Run
 from shardforge.stages import REGISTRY, StageSpec, check_stages
@@ -58,8 +58,6 @@ def config_part(cfg: Config, spec: StageSpec) -> dict:
     """The config a stage's fingerprint covers: its `reads` without its `ignore` keys (as the
     config is recorded: secrets as key ids), and the sha256 of the files its `content_of`
     keys name."""
-    from shardforge.score.model import file_sha256    # remembers a file's hash (model files are large)
-
     full = recorded_config(cfg)
     part: dict[str, Any] = {}
     for ref in spec.reads:
@@ -70,9 +68,9 @@ def config_part(cfg: Config, spec: StageSpec) -> dict:
             value = holder[key]
             if isinstance(value, list):
                 if value:
-                    part[f"sha256({name})"] = [_content_sha(p, file_sha256) for p in value]
+                    part[f"sha256({name})"] = [_content_sha(p) for p in value]
             else:
-                part[f"sha256({name})"] = _content_sha(value, file_sha256)
+                part[f"sha256({name})"] = _content_sha(value)
     for ref in spec.ignore:
         for _name, holder, key in _named(part, ref):
             holder.pop(key, None)
@@ -94,16 +92,16 @@ def _named(config: dict, ref: str) -> list[tuple[str, dict, str]]:
             if isinstance(item, dict) and field in item]
 
 
-def _content_sha(path: str, file_sha) -> str:
-    """sha256 of a file's bytes (`file_sha`); of a folder, of every file under it (symlinks
+def _content_sha(path: str) -> str:
+    """sha256 of a file's bytes; of a folder, of every file under it (symlinks
     followed) with its path relative to the folder's parent, so the folder's own name counts
     (it names the category of a block list) but not where it lies."""
     if not os.path.isdir(path):
-        return file_sha(path)
+        return file_sha256(path)
     base = os.path.dirname(os.path.normpath(path))
     h = hashlib.sha256()
     for f in sorted(os.path.join(root, f) for root, _, files in os.walk(path, followlinks=True) for f in files):
-        h.update(f"{os.path.relpath(f, base)}\0{file_sha(f)}\n".encode())
+        h.update(f"{os.path.relpath(f, base)}\0{file_sha256(f)}\n".encode())
     return h.hexdigest()
 
 

@@ -14,10 +14,11 @@ so the config and the loader import without it), one model per content hash per 
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import struct
 from dataclasses import dataclass
+
+from shardforge.fs import file_sha256
 
 MAGIC = 793712314            # fastText's FASTTEXT_FILEFORMAT_MAGIC_INT32
 VERSION = 12                 # FASTTEXT_VERSION: the loader refuses newer files
@@ -25,7 +26,6 @@ SUPERVISED = 3               # model_name::sup
 BINDING = "fasttext-community"   # the PyPI distribution providing `import fasttext`
 
 _MODELS: dict[str, object] = {}
-_SHA: dict[tuple, str] = {}
 _STRUCTURE: dict[tuple, dict] = {}
 
 
@@ -165,20 +165,6 @@ def _read_structure(path: str, size: int) -> dict:
     if end != size:
         raise ModelError(f"{size - end} bytes past the end of the model (a damaged or concatenated file)")
     return {"dim": dim, "labels": tuple(labels), "quantized": quant_input, "size": size}
-
-
-def file_sha256(path: str) -> str:
-    """sha256 of a local file's bytes, read 8 MiB at a time; remembered per (path, size,
-    mtime), so a run hashes a large model once (its check, then the stage fingerprint)."""
-    st = os.stat(path)
-    key = (os.path.abspath(path), st.st_size, st.st_mtime_ns)
-    if key not in _SHA:
-        h = hashlib.sha256()
-        with open(path, "rb") as fh:
-            while chunk := fh.read(8 << 20):
-                h.update(chunk)
-        _SHA[key] = h.hexdigest()
-    return _SHA[key]
 
 
 def check_models(cfg) -> tuple[ModelInfo, ...]:

@@ -27,7 +27,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import DoubleType, StructField, StructType
 
 from shardforge.clean.text import to_pylist_safe
-from shardforge.score.model import ModelInfo, file_sha256, load
+from shardforge.fs import file_sha256
+from shardforge.score.model import ModelInfo, load
 from shardforge.stage import SIGNALS, with_signals
 
 _COL = "_score_{}"

@@ -24,7 +24,8 @@ import tempfile
 from collections import Counter
 from typing import Iterator, Sequence
 
-from shardforge.score.model import ModelError, binding, file_sha256
+from shardforge.fs import file_sha256
+from shardforge.score.model import ModelError, binding
 
 
 class TrainError(ValueError):
