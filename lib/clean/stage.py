@@ -75,26 +75,28 @@ def clean_batch(batch: pa.RecordBatch, rules: Rules, form: str, cfg: CleanSectio
     rejected ones), then language and language_score (when detected), then signals and
     quality_fail (annotate mode), then the reject reason (null = kept), then (with `urls`, in
     annotate mode) URL_SIGNAL_COL."""
-    from shardforge.clean.langid import identify
+    from shardforge.clean.langid import identify_many
 
     blocked = _url_labels(batch, urls)
 
     texts = to_pylist_safe(batch.column("text"))
     kinds = batch.column("kind").to_pylist() if "kind" in batch.schema.names else [None] * len(texts)
     fix = _fixer() if cfg.fix_mojibake else None
-    out_text, reasons, langs, scores = [], [], [], []
+    out_text, reasons = [], []
     for text, kind in zip(texts, kinds):
         new, reason = clean_one(fix(text) if fix and text else text, kind, rules, form)
-        lang = score = None
-        if reason is None and kind != "image" and cfg.detect_language:
-            lang, score = identify(new)
-            if (cfg.languages and lang not in cfg.languages) or (
-                    cfg.min_language_score and (score or 0.0) < cfg.min_language_score):
-                reason = "filter:language"
         out_text.append(new)
         reasons.append(reason)
-        langs.append(lang)
-        scores.append(score)
+    langs: list = [None] * len(texts)
+    scores: list = [None] * len(texts)
+    if cfg.detect_language:
+        todo = [i for i, (reason, kind) in enumerate(zip(reasons, kinds)) if reason is None and kind != "image"]
+        found = identify_many(out_text[i] for i in todo)
+        for i, lang, score in zip(todo, *found):
+            langs[i], scores[i] = lang, score
+            if (cfg.languages and lang not in cfg.languages) or (
+                    cfg.min_language_score and (score or 0.0) < cfg.min_language_score):
+                reasons[i] = "filter:language"
     _url_rule(blocked, reasons, langs, scores, q)
     extra = _quality(out_text, kinds, reasons, langs, q) if q.filters else None
     out_text = [new if reason is None else old for new, old, reason in zip(out_text, texts, reasons)]

@@ -3,12 +3,15 @@
 //! English tokenizer ported to Rust. Python builds a `Quality` kernel once from the pinned
 //! spaCy's data and the character classes (shardforge/clean/quality/native.py). `PiiScan`:
 //! the PII detectors' shared scan of a text (pii.rs; shardforge/redact/pii/scan.py).
+//! `LangId`: py3langid's language identifier over a batch of texts (langid.rs;
+//! shardforge/clean/langid.py).
 
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
+mod langid;
 mod multi;
 mod pii;
 mod repetition;
@@ -135,6 +138,49 @@ impl Quality {
     }
 }
 
+#[pyclass(module = "shardforge._native")]
+struct LangId {
+    m: langid::Model,
+    scratch: langid::Scratch,
+}
+
+#[pymethods]
+impl LangId {
+    #[new]
+    fn new(nextmove: PyBuffer<u32>, row: PyBuffer<u32>, out: PyBuffer<i32>, ptc: PyBuffer<f32>, pc: PyBuffer<f32>,
+           aliases: Vec<(usize, usize)>) -> PyResult<Self> {
+        let m = langid::Model::new(slice(&nextmove, "nextmove")?.to_vec(), slice(&row, "row")?.to_vec(),
+                                   slice(&out, "out")?.to_vec(), slice(&ptc, "ptc")?.to_vec(),
+                                   slice(&pc, "pc")?.to_vec(), aliases).map_err(err)?;
+        Ok(LangId { m, scratch: langid::Scratch::default() })
+    }
+
+    /// The texts between consecutive `offsets` in `data` (UTF-8 bytes, NFC, as py3langid
+    /// encodes them): each one's best class index (uint32) and its probability (float64),
+    /// as little-endian bytes.
+    fn classify<'py>(&mut self, py: Python<'py>, offsets: PyBuffer<i64>, data: PyBuffer<u8>)
+                     -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+        let offs = slice(&offsets, "offsets")?;
+        let bytes = slice(&data, "data")?;
+        for w in offs.windows(2) {
+            if w[0] < 0 || w[0] > w[1] || w[1] as usize > bytes.len() {
+                return Err(PyValueError::new_err("classify: offsets out of range"));
+            }
+        }
+        let (m, scratch) = (&self.m, &mut self.scratch);
+        let (idx, prob): (Vec<u8>, Vec<u8>) = py.allow_threads(|| {
+            let (mut idx, mut prob) = (Vec::new(), Vec::new());
+            for w in offs.windows(2) {
+                let (c, p) = m.classify(&bytes[w[0] as usize..w[1] as usize], scratch);
+                idx.extend_from_slice(&(c as u32).to_le_bytes());
+                prob.extend_from_slice(&p.to_le_bytes());
+            }
+            (idx, prob)
+        });
+        Ok((PyBytes::new(py, &idx), PyBytes::new(py, &prob)))
+    }
+}
+
 #[pyfunction]
 fn reasons() -> Vec<&'static str> {
     rules::REASONS.to_vec()
@@ -151,6 +197,7 @@ fn signals() -> (Vec<&'static str>, Vec<(usize, usize)>) {
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Quality>()?;
     m.add_class::<pii::PiiScan>()?;
+    m.add_class::<LangId>()?;
     m.add_function(wrap_pyfunction!(reasons, m)?)?;
     m.add_function(wrap_pyfunction!(signals, m)?)?;
     Ok(())

@@ -1,0 +1,79 @@
+"""Language identification in the compiled kernel (native/src/langid.rs) against py3langid
+itself, the independent reference: on real text in ten languages (Debian's translated manual
+pages, tests/data/quality/multilang.jsonl.gz) the language is py3langid's and the probability
+agrees within float32 rounding; and against the module's Python twin of the kernel (the
+`--py-files` path), which must give the kernel's bytes exactly."""
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from shardforge.clean import langid
+
+DATA = Path(__file__).parent / "data" / "quality" / "multilang.jsonl.gz"
+
+EDGE = [
+    "THIS TEXT IS WRITTEN ALL IN UPPER CASE, AS SOME PAGES SHOUT THEIR TITLES.",
+    "Ceci est un texte français, écrit avec des accents composés: e\u0301te\u0301.",   # NFD: NFC first
+    "这是一个用中文写的句子，用来检查多字节字符。",
+    "Это предложение написано по-русски, чтобы проверить кириллицу.",
+    "\x00\x01\x02",                   # bytes the model has no feature for: uniform scores
+    "x",
+    "🙂🙃 emoji only 🙂",
+    "a" * 30_000,                     # longer than MAX_CHARS
+]
+
+
+@pytest.fixture(scope="module")
+def docs() -> list[str]:
+    with gzip.open(DATA, "rt", encoding="utf-8") as f:
+        return [json.loads(line)["text"] for line in f]
+
+
+@pytest.fixture(scope="module")
+def reference():
+    from py3langid.langid import MODEL_DIR, MODEL_FILE, LanguageIdentifier
+
+    return LanguageIdentifier.from_modelpath(MODEL_DIR / MODEL_FILE, norm_probs=True)
+
+
+def test_same_language_as_py3langid_on_real_text(docs, reference):
+    texts = docs + EDGE
+    langs, probs = langid.identify_many(texts)
+    expected = [reference.classify(t[:langid.MAX_CHARS]) for t in texts]
+    assert langs == [lang for lang, _ in expected]
+    # py3langid sums in float32 (BLAS order), the kernel in float64: the probabilities agree
+    # to float32's precision, and the rounded value to one unit in the fourth place
+    worst = max(abs(p - float(e)) for p, (_, e) in zip(probs, expected))
+    assert worst <= 1.5e-4, worst
+    assert len({lang for lang in langs}) >= 10     # the corpus really holds ten languages
+
+
+def test_kernel_equals_its_python_twin_bit_for_bit(docs):
+    m = langid.model()
+    k = langid.kernel()
+    for text in docs[::10] + EDGE:
+        data = langid.encode(text)
+        idx, prob = k.classify(np.array([0, len(data)], dtype=np.int64), data)
+        got = (int(np.frombuffer(idx, "<u4")[0]), float(np.frombuffer(prob, "<f8")[0]))
+        assert got == langid._classify_reference(m, data), text[:60]
+
+
+def test_batch_order_blanks_and_the_zip_path(docs, monkeypatch):
+    texts = [docs[0], None, "", "   \n\t", docs[1], EDGE[0], docs[2]]
+    langs, probs = langid.identify_many(texts)
+    assert langs[1:4] == [None, None, None] and probs[1:4] == [None, None, None]
+    assert [langid.identify(t) for t in texts] == list(zip(langs, probs))
+    assert all(isinstance(p, float) and 0 < p <= 1 for p in probs if p is not None)
+    monkeypatch.setattr(langid, "COMPILED", False)        # as imported from the --py-files zip
+    assert langid.identify_many(texts) == (langs, probs)
+
+
+def test_a_batch_result_does_not_depend_on_its_neighbours(docs):
+    one = [langid.identify(t) for t in docs[:40]]
+    langs, probs = langid.identify_many(docs[:40][::-1])
+    assert list(zip(langs, probs))[::-1] == one
