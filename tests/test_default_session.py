@@ -14,7 +14,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from shardforge.engine.session import DEFAULTS, _local_conf, driver_memory
+from shardforge.engine.session import DEFAULTS, _local_conf, driver_memory, local_cores
 
 ROOT = Path(__file__).resolve().parent.parent
 GIB = 1 << 30
@@ -34,6 +34,16 @@ def test_only_an_embedded_local_session_sizes_its_heap():
     assert _local_conf("local[2]")["spark.driver.memory"] == driver_memory()
     assert "spark.driver.memory" not in _local_conf("spark://127.0.0.1:7077")
     assert DEFAULTS["spark.sql.execution.arrow.maxBytesPerBatch"] == str(64 << 20)
+
+
+@pytest.mark.parametrize("master, cores", [("local", 1), ("local[2]", 2), ("local[3,4]", 3),
+                                           ("local[*]", os.cpu_count()), ("local[*, 2]", os.cpu_count())])
+def test_a_local_session_sizes_delta_log_replay_and_file_splits_from_its_cores(master, cores):
+    assert local_cores(master) == cores
+    conf = _local_conf(master)
+    assert conf["spark.databricks.delta.snapshotPartitions"] == str(cores)
+    assert conf["spark.sql.files.minPartitionNum"] == str(3 * cores)
+    assert "spark.databricks.delta.snapshotPartitions" not in _local_conf("yarn")
 
 
 def _documents(n: int, seed: int = 5) -> list[dict]:

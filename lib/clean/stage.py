@@ -35,7 +35,7 @@ import numpy as np
 from shardforge.config import CleanSection, QualitySection
 from shardforge.stage import StageResult, rejects, with_signals
 from shardforge.clean.urls import UrlFilter, reason as url_reason
-from shardforge.clean.text import Rules, clean_one, from_pylist, to_pylist_safe
+from shardforge.clean.text import Rules, from_pylist, judge, normalize_many, to_pylist_safe
 
 REASON_COL = "_clean_reason"
 URL_SIGNAL_COL = "_url_blocklist"   # annotate mode: the URL rule's label, moved into signals.url_blocklist
@@ -82,9 +82,10 @@ def clean_batch(batch: pa.RecordBatch, rules: Rules, form: str, cfg: CleanSectio
     texts = to_pylist_safe(batch.column("text"))
     kinds = batch.column("kind").to_pylist() if "kind" in batch.schema.names else [None] * len(texts)
     fix = _fixer() if cfg.fix_mojibake else None
+    normalised = normalize_many([fix(t) if fix and t else t for t in texts], form)
     out_text, reasons = [], []
-    for text, kind in zip(texts, kinds):
-        new, reason = clean_one(fix(text) if fix and text else text, kind, rules, form)
+    for text, kind in zip(normalised, kinds):
+        new, reason = judge(text, kind, rules)
         out_text.append(new)
         reasons.append(reason)
     langs: list = [None] * len(texts)

@@ -7,12 +7,19 @@ line separators become newline), Unicode spaces become a space, runs of spaces a
 tabs inside a line collapse to one space (leading indentation is kept, so code keeps
 its shape), trailing spaces go, at most one blank line in a row, and the text is
 stripped. It is idempotent: normalize(normalize(t)) == normalize(t).
+
+`normalize_many` is the same over a batch, with the substitutions in the compiled kernel
+(native/src/normalize.rs; surrogates and NFC/NFKC stay in Python, which does them at C
+speed); `normalize` is its reference (tests/test_clean_normalize.py). Imported from the
+`--py-files` zip, which cannot carry a compiled module, `normalize_many` runs `normalize`.
 """
 from __future__ import annotations
 
 import re
 import unicodedata
+import zipimport
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Sequence
 
 import pyarrow as pa
@@ -53,6 +60,37 @@ def normalize(text: str, form: str = "NFC") -> str:
     text = _TRAILING.sub("", text)
     text = _BLANKS.sub("\n\n", text)
     return text.strip()
+
+
+COMPILED = not isinstance(__spec__.loader, zipimport.zipimporter)
+MISSING = ("shardforge's compiled kernel (shardforge._native) is not installed: install shardforge from "
+           "source with `pip install -e .` (needs cargo and rustc; README.md), or the wheel `make package` builds")
+
+
+def normalize_many(texts: Sequence[str | None], form: str = "NFC") -> list[str | None]:
+    """`normalize` of each text, in order (None stays None)."""
+    if not COMPILED:
+        return [None if t is None else normalize(t, form) for t in texts]
+    try:
+        from shardforge._native import normalize_texts
+    except ImportError as e:
+        raise ImportError(MISSING) from e
+    import numpy as np
+
+    prepared = []
+    for t in texts:
+        if not t:
+            prepared.append(b"")
+            continue
+        try:
+            prepared.append((unicodedata.normalize(form, t) if form else t).encode())
+        except UnicodeEncodeError:      # lone surrogates: removed before the Unicode form, as `normalize`
+            t = _SURROGATES.sub("", t)
+            prepared.append((unicodedata.normalize(form, t) if form else t).encode())
+    offsets = np.fromiter(accumulate(map(len, prepared), initial=0), dtype=np.int64, count=len(prepared) + 1)
+    offs, data = normalize_texts(offsets, b"".join(prepared))
+    out = pa.LargeStringArray.from_buffers(len(prepared), pa.py_buffer(offs), pa.py_buffer(data)).to_pylist()
+    return [None if t is None else o for t, o in zip(texts, out)]
 
 
 @dataclass(frozen=True)
@@ -168,14 +206,18 @@ def clean_one(text: str | None, kind: str | None, rules: Rules, form: str = "NFC
     Images (kind == "image") are normalised but never filtered: quality rules
     describe prose, not captions. Other rows get `filter:<rule>` from `failed_rule`.
     """
+    return judge(None if text is None else normalize(text, form), kind, rules)
+
+
+def judge(normalised: str | None, kind: str | None, rules: Rules) -> tuple[str | None, str | None]:
+    """`clean_one` of a text already normalised."""
     is_image = kind == "image"
-    if text is None:
+    if normalised is None:
         return None, (None if is_image else "invalid:null_text")
-    out = normalize(text, form)
     if is_image:
-        return out, None
-    rule = failed_rule(out, rules)
-    return out, (None if rule is None else f"filter:{rule}")
+        return normalised, None
+    rule = failed_rule(normalised, rules)
+    return normalised, (None if rule is None else f"filter:{rule}")
 
 
 # --- Arrow string columns, robust to bad bytes (used by the Spark stages) -----------

@@ -86,13 +86,33 @@ def spark_conf(cfg: SparkSection) -> dict[str, str]:
     return conf
 
 
+def local_cores(master: str) -> int:
+    """The task slots of a `local`, `local[N]`, `local[*]` or `local[N,F]` master."""
+    inside = master[len("local["):-1] if master.startswith("local[") else "1"
+    first = inside.split(",")[0].strip()
+    if first == "*":
+        return os.cpu_count() or 1
+    try:
+        return max(int(first), 1)
+    except ValueError:
+        return 1
+
+
 def _local_conf(master: str) -> dict[str, str]:
     """An embedded `local[...]` session binds to loopback only, with a heap sized from the
-    machine (`driver_memory`)."""
+    machine (`driver_memory`), and sizes two things from its cores rather than from a
+    cluster's defaults: Delta's log replay (`snapshotPartitions`, 50 by default: a
+    50-task Spark job after every commit, about 4 s each on 2 cores) runs in one task per
+    core, and files are split into at least 3 tasks per core
+    (`spark.sql.files.minPartitionNum`; Spark's default is one per core, so one slow split
+    leaves the other cores idle through the CPU-heavy stages; files under 4 MB stay whole)."""
     if not master.startswith("local"):
         return {}
+    cores = local_cores(master)
     return {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
-            "spark.driver.memory": driver_memory()}
+            "spark.driver.memory": driver_memory(),
+            "spark.databricks.delta.snapshotPartitions": str(cores),
+            "spark.sql.files.minPartitionNum": str(3 * cores)}
 
 
 def get_spark(cfg: SparkSection | None = None, *, master: str | None = None):

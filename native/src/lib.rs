@@ -13,6 +13,7 @@ use pyo3::types::PyBytes;
 
 mod langid;
 mod multi;
+mod normalize;
 mod pii;
 mod repetition;
 mod rules;
@@ -181,6 +182,25 @@ impl LangId {
     }
 }
 
+/// The clean stage's normalisation (normalize.rs) of the texts between consecutive
+/// `offsets` in `data`: (int64 offsets, UTF-8 data) of the results, as little-endian bytes.
+#[pyfunction]
+fn normalize_texts<'py>(py: Python<'py>, offsets: PyBuffer<i64>, data: PyBuffer<u8>)
+                        -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+    let docs = texts(slice(&offsets, "offsets")?, slice(&data, "data")?)?;
+    let (offs, out) = py.allow_threads(|| {
+        let mut out = String::new();
+        let mut offs: Vec<u8> = Vec::with_capacity((docs.len() + 1) * 8);
+        offs.extend_from_slice(&0i64.to_le_bytes());
+        for d in &docs {
+            out.push_str(&normalize::normalize(d));
+            offs.extend_from_slice(&(out.len() as i64).to_le_bytes());
+        }
+        (offs, out)
+    });
+    Ok((PyBytes::new(py, &offs), PyBytes::new(py, out.as_bytes())))
+}
+
 #[pyfunction]
 fn reasons() -> Vec<&'static str> {
     rules::REASONS.to_vec()
@@ -199,6 +219,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<pii::PiiScan>()?;
     m.add_class::<LangId>()?;
     m.add_function(wrap_pyfunction!(reasons, m)?)?;
+    m.add_function(wrap_pyfunction!(normalize_texts, m)?)?;
     m.add_function(wrap_pyfunction!(signals, m)?)?;
     Ok(())
 }
