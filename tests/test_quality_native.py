@@ -188,3 +188,18 @@ def test_the_clean_stage_runs_the_kernel_in_spark_workers(spark):
             for i, (r, t) in enumerate(zip(reasons, texts.to_pylist()))}
     assert sorted(got.items()) == sorted(want.items())
     assert {k for k, (kind, _) in want.items() if kind == "kept"} and {k for k, (kind, _) in want.items() if kind == "rejected"}
+
+
+def test_the_kernel_arguments_cached_on_disk_are_the_derived_ones(tmp_path, monkeypatch):
+    """A Python worker reads the kernel's arguments from the cache folder instead of importing
+    spaCy: what it reads equals what derivation gives; a damaged file is derived again."""
+    from shardforge.clean.quality import native
+
+    monkeypatch.setenv("SHARDFORGE_CACHE", str(tmp_path))
+    derived = native.derive_args()
+    assert native.kernel_args() == derived                    # derived, then written
+    (cached,) = tmp_path.glob("quality-kernel-*.json")
+    assert native.kernel_args() == derived                    # read back
+    cached.write_text('{"prefix": [')
+    assert native.kernel_args() == derived                    # damaged: derived again, and rewritten
+    assert native.kernel_args() == derived and json.loads(cached.read_text())["url"] is not None

@@ -11,9 +11,11 @@ ImportError that says how to build it; there is no fallback.
 """
 from __future__ import annotations
 
+import os
 import re
 import sys
 from functools import lru_cache
+from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
@@ -179,8 +181,64 @@ def _where(chars: pa.Array, mask) -> list[tuple[int, int]]:
 
 @lru_cache(maxsize=1)
 def kernel():
-    """The process's kernel (built on first use: about a second)."""
+    """The process's kernel. Its arguments are derived from spaCy and pyarrow on first use in
+    a machine (about 5 s, most of it importing spaCy) and kept in the cache folder
+    (`kernel_args`), so later processes (each Spark Python worker) start in milliseconds."""
     native = _native()
+    return native.Quality(*kernel_args())
+
+
+def cache_dir() -> Path:
+    """`$SHARDFORGE_CACHE`, else `$XDG_CACHE_HOME/shardforge`, else ~/.cache/shardforge."""
+    if os.environ.get("SHARDFORGE_CACHE"):
+        return Path(os.environ["SHARDFORGE_CACHE"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "shardforge"
+
+
+def _args_key() -> str:
+    """What the kernel's arguments depend on: the code that derives them, the versions of
+    spaCy and pyarrow, Python's and its Unicode database's."""
+    import hashlib
+    import unicodedata
+    from importlib import metadata
+
+    h = hashlib.sha256()
+    here = Path(__file__).resolve().parent
+    for name in ("native.py", "batch.py", "words.py"):
+        h.update((here / name).read_bytes())
+    h.update(f"{metadata.version('spacy')}|{pa.__version__}|{sys.version}|{unicodedata.unidata_version}".encode())
+    return h.hexdigest()[:20]
+
+
+def kernel_args() -> tuple:
+    """The kernel's constructor arguments: read from the cache folder when an earlier process
+    derived them under the same `_args_key`, else derived (`derive_args`) and written there
+    (an unwritable cache folder only costs the derivation each time)."""
+    import json
+
+    path = cache_dir() / f"quality-kernel-{_args_key()}.json"
+    try:
+        d = json.loads(path.read_text(encoding="utf-8"))
+        pairs = lambda xs: [tuple(x) for x in xs]      # noqa: E731
+        return (pairs(d["prefix"]), pairs(d["suffix"]), pairs(d["infix"]),
+                None if d["url"] is None else pairs(d["url"]), [(k, list(v)) for k, v in d["specials"]],
+                [pairs(c) for c in d["classes"]], pairs(d["lower"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    args = derive_args()
+    names = ("prefix", "suffix", "infix", "url", "specials", "classes", "lower")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(dict(zip(names, args)), ensure_ascii=False), encoding="utf-8")
+        os.replace(tmp, path)
+    except OSError:
+        pass
+    return args
+
+
+def derive_args() -> tuple:
+    """The kernel's arguments from the pinned spaCy's tokenizer and pyarrow's character classes."""
     from shardforge.clean.quality.batch import TERMINAL
     from shardforge.clean.quality.words import _PUNCTUATION, _nlp
     from spacy.pipeline.sentencizer import Sentencizer
@@ -204,10 +262,9 @@ def kernel():
     url = tok.url_match.__self__.pattern if tok.url_match is not None else None
     if tok.token_match is not None:                  # pragma: no cover - spacy.blank("en") has none
         raise RuntimeError("spaCy's token_match is set: the kernel does not port it")
-    return native.Quality(runs(rust_pattern(tok.prefix_search.__self__.pattern)),
-                          runs(rust_pattern(tok.suffix_search.__self__.pattern)),
-                          runs(rust_pattern(tok.infix_finditer.__self__.pattern)),
-                          runs(rust_pattern(url)) if url else None, specials, classes, lower)
+    return (runs(rust_pattern(tok.prefix_search.__self__.pattern)), runs(rust_pattern(tok.suffix_search.__self__.pattern)),
+            runs(rust_pattern(tok.infix_finditer.__self__.pattern)), runs(rust_pattern(url)) if url else None,
+            specials, classes, lower)
 
 
 @lru_cache(maxsize=1)
