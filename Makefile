@@ -13,7 +13,7 @@ export SHARDFORGE_JARS := $(abspath $(JARS))
 export SHARDFORGE_HADOOP_JARS := $(abspath $(HADOOP_JARS))
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: demo test test-stress setup setup-demo jdk test-system-deps system-deps jars hadoop-jars venv bench package clean-out help
+.PHONY: demo test test-stress setup setup-demo jdk test-system-deps system-deps jars hadoop-jars cds venv bench package clean-out help
 
 help:
 	@echo "make demo   - set up, run the whole pipeline on the bundled sample, read it with the torch loader"
@@ -33,11 +33,11 @@ $(PY):
 # bench dependencies, Hadoop's minicluster and hadoop-aws jars, and Chromium.
 setup-demo: venv jdk
 	$(PY) -m pip install -q -e '.[spark,torch]'
-	@$(MAKE) --no-print-directory jars
+	@$(MAKE) --no-print-directory jars cds
 
 setup: venv jdk test-system-deps
 	$(PY) -m pip install -q -e '.[dev]'
-	@$(MAKE) --no-print-directory hadoop-jars
+	@$(MAKE) --no-print-directory hadoop-jars cds
 
 # Java (with javac, for the mini Hadoop cluster's launcher) and Maven for Spark and the jars.
 # Installed with apt-get when running as root on Debian; otherwise a hint is printed.
@@ -61,6 +61,11 @@ system-deps: jdk test-system-deps
 # Delta's JVM jars, matching the installed pyspark and delta-spark, into $(JARS) (git-ignored).
 jars: venv
 	@$(PY) -m shardforge.deploy.jvm_deps --pom jvm/pom.xml --dest $(JARS)
+
+# The embedded session's class-data archive (shardforge/engine/cds.py: the JVM starts in half
+# the time), once per JDK and jar set, into ~/.cache/shardforge/cds (about 1 min, 190 MB).
+cds: jars
+	@$(PY) -m shardforge.engine.cds
 
 # Hadoop's minicluster (the YARN/HDFS tests) and hadoop-aws (s3a://), at pyspark's Hadoop
 # version, into $(HADOOP_JARS) (git-ignored): only the tests and s3a:// users need them.

@@ -102,3 +102,51 @@ def test_the_fineweb_recipe_loads_with_fineweb_settings():
     assert (cfg.dedup.shingle_size, cfg.dedup.bands, cfg.dedup.rows, cfg.dedup.num_perm) == (5, 14, 8, 112)
     assert (cfg.dedup.exact, cfg.dedup.near) == (False, True)
     assert cfg.redact.kinds == ("EMAIL", "IP_ADDRESS")
+
+
+def test_the_class_data_archive_is_used_only_when_it_exists_and_nothing_else_is_set(tmp_path, monkeypatch):
+    from shardforge.engine import cds
+    from shardforge.engine.session import spark_conf
+    from shardforge.config import SparkSection
+
+    monkeypatch.setenv("SHARDFORGE_CACHE", str(tmp_path))
+    conf = spark_conf(SparkSection())
+    stem = cds.archive_path(cds._jars(conf))
+    assert stem is not None and stem.parent == tmp_path / "cds"
+    assert cds.java_options(conf) is None                         # no archive yet
+    stem.parent.mkdir(parents=True)
+    cut = stem.with_name(stem.name + ".2000.jsa")
+    cut.write_bytes(b"x" * 1000)                                  # shorter than its name says
+    assert cds.java_options(conf) is None
+    path = stem.with_name(stem.name + ".1000.jsa")
+    path.write_bytes(b"x" * 1000)
+    assert cds.java_options(conf) == f"-XX:SharedArchiveFile={path} {cds.QUIET}"
+    assert cds.java_options({**conf, "spark.driver.extraJavaOptions": "-Dx=1"}) is None
+    monkeypatch.setenv("SHARDFORGE_CDS", "0")
+    assert cds.java_options(conf) is None
+    monkeypatch.delenv("SHARDFORGE_CDS")
+    other = {**conf, "spark.jars": conf.get("spark.jars", "") + f",{path}"}   # another class path: another key
+    assert cds.archive_path(cds._jars(other)) != stem
+
+
+@pytest.mark.slow
+def test_a_session_maps_the_archive_that_setup_builds():
+    """-Xshare:on makes the JVM refuse to start unless it maps the archive: the session starts
+    and runs a Delta write with it."""
+    from shardforge.engine import cds
+
+    path = cds.build()
+    assert path is not None and path.is_file()
+    code = ("import sys, tempfile\n"
+            "from shardforge.config import SparkSection\n"
+            "from shardforge.engine.session import get_spark\n"
+            "from shardforge.engine.cds import java_options, _jars\n"
+            "from shardforge.engine.session import spark_conf\n"
+            "opts = java_options(spark_conf(SparkSection()))\n"
+            "assert opts and 'SharedArchiveFile' in opts, opts\n"
+            "s = get_spark(SparkSection(master='local[1]', properties={'spark.ui.enabled': 'false',"
+            " 'spark.driver.extraJavaOptions': opts + ' -Xshare:on'}))\n"
+            "s.range(10).write.format('delta').save(tempfile.mkdtemp() + '/t')\n"
+            "print('rows', s.range(10).count())\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0 and "rows 10" in proc.stdout, proc.stderr[-3000:]

@@ -134,6 +134,11 @@ def get_spark(cfg: SparkSection | None = None, *, master: str | None = None):
         if (master or cfg.master).startswith("local"):
             # Python workers run the driver's interpreter (and so see the same packages).
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+            from shardforge.engine.cds import java_options
+
+            opts = java_options(conf)      # the class-data archive `make setup` builds (cds.py)
+            if opts:
+                conf["spark.driver.extraJavaOptions"] = opts
     if "spark.jars" not in conf and "spark.jars.packages" not in conf and not submitted:
         raise RuntimeError(
             f"Delta Lake jars not found in {cfg.jars_dir!r}: run `make jars` "
