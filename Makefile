@@ -62,10 +62,10 @@ system-deps: jdk test-system-deps
 jars: venv
 	@$(PY) -m shardforge.deploy.jvm_deps --pom jvm/pom.xml --dest $(JARS)
 
-# The embedded session's class-data archive (shardforge/engine/cds.py: the JVM starts in half
+# The embedded session's class-data archive (lib/engine/cds.py: the JVM starts in half
 # the time), once per JDK and jar set, into ~/.cache/shardforge/cds (about 1 min, 190 MB).
 cds: jars
-	@$(PY) -m shardforge.engine.cds
+	@$(PY) -m shardforge.engine.session --class-archive
 
 # Hadoop's minicluster (the YARN/HDFS tests) and hadoop-aws (s3a://), at pyspark's Hadoop
 # version, into $(HADOOP_JARS) (git-ignored): only the tests and s3a:// users need them.

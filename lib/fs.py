@@ -34,6 +34,7 @@ import os
 import re
 import uuid
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterator
 from urllib.parse import urlsplit
 
@@ -426,3 +427,11 @@ def file_sha256(path: str) -> str:
                 h.update(chunk)
         _SHA[key] = h.hexdigest()
     return _SHA[key]
+
+
+def cache_dir() -> Path:
+    """This machine's cache of derived files (kernel arguments, the JVM's class-data archive):
+    `$SHARDFORGE_CACHE`, else `$XDG_CACHE_HOME/shardforge`, else ~/.cache/shardforge."""
+    if os.environ.get("SHARDFORGE_CACHE"):
+        return Path(os.environ["SHARDFORGE_CACHE"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "shardforge"

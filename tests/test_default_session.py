@@ -133,9 +133,9 @@ def test_the_class_data_archive_is_used_only_when_it_exists_and_nothing_else_is_
 def test_a_session_maps_the_archive_that_setup_builds():
     """-Xshare:on makes the JVM refuse to start unless it maps the archive: the session starts
     and runs a Delta write with it."""
-    from shardforge.engine import cds
+    from shardforge.engine.session import build_class_archive
 
-    path = cds.build()
+    path = build_class_archive()
     assert path is not None and path.is_file()
     code = ("import sys, tempfile\n"
             "from shardforge.config import SparkSection\n"

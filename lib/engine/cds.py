@@ -4,7 +4,7 @@ AppCDS). On this project's machines it halves the session's start (8.6 -> 4.5-5.
 first job (3.9 -> 2.1 s): seconds every run pays, and a nightly batch of a few thousand
 documents pays little else (BENCHMARKS.md, "Fixed costs of a run").
 
-    python -m shardforge.engine.cds          # build it (make setup and make setup-demo do)
+    python -m shardforge.engine.session --class-archive    # build it (make setup and setup-demo do)
 
 The archive is built by a child process whose JVM runs a small Delta, Parquet and Arrow
 workload and writes the classes it loaded when it exits; it lands under
@@ -62,7 +62,7 @@ def _class_path(extra_jars: list[str]) -> list[Path]:
 def archive_path(extra_jars: list[str]) -> Path | None:
     """The archive's path for this runtime and class path, without its size: the file is
     `<this>.<bytes>.jsa` (None: no JDK 13+ found)."""
-    from shardforge.clean.quality.native import cache_dir
+    from shardforge.fs import cache_dir
 
     home = java_home()
     if home is None or (java_major(home) or 0) < 13:
@@ -140,14 +140,12 @@ print("rows", s.range(10).count())
 """
 
 
-def build(force: bool = False) -> Path | None:
-    """Build the archive for the default session's class path (skipped when it exists): the
-    workload writes it aside, a second session must start with it under -Xshare:on (the JVM
-    refuses an archive it cannot map), and only then is it renamed into place."""
-    from shardforge.config import SparkSection
-    from shardforge.engine.session import spark_conf
-
-    stem = archive_path(_jars(spark_conf(SparkSection())))
+def build(conf: dict[str, str], force: bool = False) -> Path | None:
+    """Build the archive for a session with these settings (`session.spark_conf`; skipped when
+    it exists): the workload writes it aside, a second session must start with it under
+    -Xshare:on (the JVM refuses an archive it cannot map), and only then is it renamed into
+    place."""
+    stem = archive_path(_jars(conf))
     if stem is None:
         print("cds: no JDK 13 or later found: the session starts without a class-data archive")
         return None
@@ -171,7 +169,3 @@ def build(force: bool = False) -> Path | None:
     os.replace(tmp, path)
     print(f"cds: wrote {path} ({path.stat().st_size >> 20} MiB)")
     return path
-
-
-if __name__ == "__main__":
-    build(force="--force" in sys.argv)     # never fails the set-up: without an archive sessions start as before

@@ -157,3 +157,16 @@ def get_spark(cfg: SparkSection | None = None, *, master: str | None = None):
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel(os.environ.get("SHARDFORGE_SPARK_LOG_LEVEL", "WARN"))
     return spark
+
+
+def build_class_archive(force: bool = False):
+    """The class-data archive (shardforge.engine.cds) for the default session's class path."""
+    from shardforge.config import SparkSection as _Spark
+    from shardforge.engine.cds import build
+
+    return build(spark_conf(_Spark()), force)
+
+
+if __name__ == "__main__":
+    if "--class-archive" in sys.argv:
+        build_class_archive(force="--force" in sys.argv)   # never fails the set-up: without one, sessions start as before

@@ -188,13 +188,6 @@ def kernel():
     return native.Quality(*kernel_args())
 
 
-def cache_dir() -> Path:
-    """`$SHARDFORGE_CACHE`, else `$XDG_CACHE_HOME/shardforge`, else ~/.cache/shardforge."""
-    if os.environ.get("SHARDFORGE_CACHE"):
-        return Path(os.environ["SHARDFORGE_CACHE"])
-    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "shardforge"
-
-
 def _args_key() -> str:
     """What the kernel's arguments depend on: the code that derives them, the versions of
     spaCy and pyarrow, Python's and its Unicode database's."""
@@ -215,6 +208,8 @@ def kernel_args() -> tuple:
     derived them under the same `_args_key`, else derived (`derive_args`) and written there
     (an unwritable cache folder only costs the derivation each time)."""
     import json
+
+    from shardforge.fs import cache_dir
 
     path = cache_dir() / f"quality-kernel-{_args_key()}.json"
     try:
