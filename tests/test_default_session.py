@@ -102,6 +102,7 @@ def test_the_fineweb_recipe_loads_with_fineweb_settings():
     assert (cfg.dedup.shingle_size, cfg.dedup.bands, cfg.dedup.rows, cfg.dedup.num_perm) == (5, 14, 8, 112)
     assert (cfg.dedup.exact, cfg.dedup.near) == (False, True)
     assert cfg.redact.kinds == ("EMAIL", "IP_ADDRESS")
+    assert cfg.pipeline.write_raw is False          # the input files are the raw copy (docs/web.md)
 
 
 def test_the_class_data_archive_is_used_only_when_it_exists_and_nothing_else_is_set(tmp_path, monkeypatch):
@@ -110,6 +111,7 @@ def test_the_class_data_archive_is_used_only_when_it_exists_and_nothing_else_is_
     from shardforge.config import SparkSection
 
     monkeypatch.setenv("SHARDFORGE_CACHE", str(tmp_path))
+    monkeypatch.delenv("SPARK_SUBMIT_OPTS", raising=False)       # the tests' own archive option (conftest)
     conf = spark_conf(SparkSection())
     stem = cds.archive_path(cds._jars(conf))
     assert stem is not None and stem.parent == tmp_path / "cds"
@@ -125,6 +127,9 @@ def test_the_class_data_archive_is_used_only_when_it_exists_and_nothing_else_is_
     monkeypatch.setenv("SHARDFORGE_CDS", "0")
     assert cds.java_options(conf) is None
     monkeypatch.delenv("SHARDFORGE_CDS")
+    monkeypatch.setenv("SPARK_SUBMIT_OPTS", "-XX:SharedArchiveFile=/elsewhere.jsa")
+    assert cds.java_options(conf) is None                         # one archive per JVM: the one set wins
+    monkeypatch.delenv("SPARK_SUBMIT_OPTS")
     other = {**conf, "spark.jars": conf.get("spark.jars", "") + f",{path}"}   # another class path: another key
     assert cds.archive_path(cds._jars(other)) != stem
 
@@ -148,5 +153,6 @@ def test_a_session_maps_the_archive_that_setup_builds():
             " 'spark.driver.extraJavaOptions': opts + ' -Xshare:on'}))\n"
             "s.range(10).write.format('delta').save(tempfile.mkdtemp() + '/t')\n"
             "print('rows', s.range(10).count())\n")
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    env = {k: v for k, v in os.environ.items() if k not in ("SPARK_SUBMIT_OPTS", "PYSPARK_GATEWAY_PORT")}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env)
     assert proc.returncode == 0 and "rows 10" in proc.stdout, proc.stderr[-3000:]

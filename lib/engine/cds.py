@@ -25,6 +25,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 log = logging.getLogger("shardforge.engine.cds")
@@ -96,14 +97,35 @@ def enabled() -> bool:
 
 
 def java_options(conf: dict[str, str]) -> str | None:
-    """`-XX:SharedArchiveFile=...` for a session with these settings, when its archive exists."""
-    if not enabled() or conf.get("spark.driver.extraJavaOptions"):
+    """`-XX:SharedArchiveFile=...` for a session with these settings, when its archive exists
+    and neither `spark.driver.extraJavaOptions` nor SPARK_SUBMIT_OPTS already sets options of
+    the driver's JVM (the tests' own archive, tests/jvm_archive.py, comes that way)."""
+    if not enabled() or conf.get("spark.driver.extraJavaOptions") or "Archive" in os.environ.get("SPARK_SUBMIT_OPTS", ""):
         return None
     stem = archive_path(_jars(conf))
     path = find(stem) if stem is not None else None
     if path is None:
         return None
+    try:
+        os.utime(path)          # in use: kept when an archive for another JDK or jar set is built
+    except OSError:
+        pass
     return f"-XX:SharedArchiveFile={path} {QUIET}"
+
+
+UNUSED_DAYS = 14
+
+
+def prune_others(path: Path) -> None:
+    """Remove the archives beside `path` that no session has used for UNUSED_DAYS (for a JDK
+    or jar set gone since), and leftovers of builds that died."""
+    stale = time.time() - UNUSED_DAYS * 86400
+    for old in [*path.parent.glob("*.jsa"), *path.parent.glob("*.tmp")]:
+        try:
+            if old != path and old.stat().st_mtime < stale:
+                old.unlink()
+        except OSError:
+            pass
 
 
 def _jars(conf: dict[str, str]) -> list[str]:
@@ -155,7 +177,8 @@ def build(conf: dict[str, str], force: bool = False) -> Path | None:
         return found
     stem.parent.mkdir(parents=True, exist_ok=True)
     tmp = stem.with_name(f"{stem.name}.{os.getpid()}.tmp")
-    env = {**os.environ, "SHARDFORGE_CDS": "0"}
+    env = {k: v for k, v in os.environ.items() if k != "SPARK_SUBMIT_OPTS"}
+    env["SHARDFORGE_CDS"] = "0"
     proc = subprocess.run([sys.executable, "-c", WORKLOAD, f"-XX:ArchiveClassesAtExit={tmp} {QUIET}"],
                           env=env, capture_output=True, text=True)
     if proc.returncode == 0 and tmp.is_file():
@@ -167,5 +190,6 @@ def build(conf: dict[str, str], force: bool = False) -> Path | None:
         return None
     path = stem.with_name(f"{stem.name}.{tmp.stat().st_size}.jsa")
     os.replace(tmp, path)
+    prune_others(path)
     print(f"cds: wrote {path} ({path.stat().st_size >> 20} MiB)")
     return path
