@@ -3,7 +3,7 @@ in one run, each measurement a fresh process:
 
 - session: `get_spark` of an embedded local[2] session, then its first JVM job (a 1,000-row
   aggregate), its first Python job (mapInArrow) and one Delta commit of 10 rows (write, then
-  read back): with the class-data archive (shardforge/engine/cds.py; `make setup` builds it)
+  read back), an append and a merge by key (as the curated and raw tables take their rows): with the class-data archive (shardforge/engine/cds.py; `make setup` builds it)
   and without (`SHARDFORGE_CDS=0`);
 - delta: the same commit with `spark.databricks.delta.snapshotPartitions` at Delta's 50 and at
   the session's default (one per core);
@@ -45,6 +45,11 @@ t = time.perf_counter(); spark.range(0, 1000, 1, 2).mapInArrow(same, "id long").
 path = tempfile.mkdtemp() + "/t"
 t = time.perf_counter(); spark.range(10).write.format("delta").save(path); out["delta_commit_s"] = time.perf_counter() - t
 t = time.perf_counter(); spark.range(10).write.format("delta").mode("append").save(path); out["delta_append_s"] = time.perf_counter() - t
+from delta.tables import DeltaTable
+new = spark.range(5, 20)
+t = time.perf_counter()
+DeltaTable.forPath(spark, path).alias("t").merge(new.alias("s"), "t.id = s.id").whenNotMatchedInsertAll().execute()
+out["delta_merge_s"] = time.perf_counter() - t
 print(json.dumps({k: round(v, 3) for k, v in out.items()}))
 """
 

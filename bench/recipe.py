@@ -163,7 +163,7 @@ def run_ours(inp: Path, out: Path, tok: Path, memory: str, log: Path, filters: b
            "--input", str(inp), "--output", str(out), "--set", f'tokenize.tokenizer="{tok}"',
            "--set", 'spark.master="local[2]"', "--set", f"spark.properties={props}"]
     if not filters:
-        cmd += ["--set", "clean.detect_language=false", "--set", "quality.filters=[]"]
+        cmd += ["--set", "clean.detect_language=false", "--set", "clean.languages=[]", "--set", "quality.filters=[]"]
     res = {"load_before": load()}
     with open(log.with_suffix(".out"), "w") as fo, open(log.with_suffix(".err"), "w") as fe:
         t0 = time.perf_counter()
