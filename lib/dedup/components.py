@@ -6,20 +6,11 @@ O(log^2 n) rounds, each a few shuffles; every round is materialised (Parquet und
 checkpoint folder, or a local checkpoint) so the lineage stays short. Nothing is
 collected to the driver but one row-count per round (the star-forest test). The result labels every node with the smallest node id
 of its component, so it does not depend on partitioning.
-
-A graph of at most `LOCAL_EDGES` edges (every near-duplicate graph of a batch of tens of
-thousands of documents, and most nightly batches) is labelled in the driver instead: its
-edges come over once as Arrow (16 bytes each), a vectorised union-find (hooking to the
-smaller root, then pointer jumping) labels them, and the labels go back as one DataFrame.
-Same labels as the rounds above (tests/test_components.py holds both to a reference), in
-one Spark job instead of a few per round: on small graphs the rounds cost seconds of job
-overhead and nothing else.
 """
 from __future__ import annotations
 
 import uuid
 
-import numpy as np
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
@@ -108,29 +99,13 @@ def _small_star(e: DataFrame) -> DataFrame:
     return _canonical(out)
 
 
-LOCAL_EDGES = 4_000_000     # 64 MB of edges in the driver at most
-
-
-def connected_components(edges: DataFrame, materialize: Materializer, *, max_iterations: int = 64,
-                         local_edges: int = LOCAL_EDGES) -> DataFrame:
+def connected_components(edges: DataFrame, materialize: Materializer, *, max_iterations: int = 64) -> DataFrame:
     """(node, component) for every node that appears in `edges` (columns src, dst: bigint);
-    component = the smallest node id of its connected component. At most `local_edges`
-    edges are labelled in the driver (0: always the distributed rounds).
+    component = the smallest node id of its connected component.
 
     Raises RuntimeError if the rounds do not converge within `max_iterations`
     (never returns a partial labelling).
     """
-    if local_edges > 0:
-        few = edges.select(F.col("src").cast("bigint"), F.col("dst").cast("bigint")).limit(local_edges + 1).toArrow()
-        if few.num_rows <= local_edges:
-            spark = edges.sparkSession
-            node, comp = label_components(few.column("src").to_numpy(), few.column("dst").to_numpy())
-            import pyarrow as pa
-
-            labels = spark.createDataFrame(pa.table({"node": pa.array(node, pa.int64()),
-                                                     "component": pa.array(comp, pa.int64())}),
-                                           "node bigint, component bigint")
-            return materialize(labels, "cc-labels")
     e = _canonical(edges)
     rounds = 0
     while not _is_star_forest(e):
@@ -145,30 +120,6 @@ def connected_components(edges: DataFrame, materialize: Materializer, *, max_ite
     labels = e.select(F.col("v").alias("node"), F.col("u").alias("component")).unionByName(
         e.select(F.col("u").alias("node"), F.col("u").alias("component"))).distinct()
     return materialize(labels, "cc-labels")
-
-
-def label_components(src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(node, component) arrays, nodes ascending, for the nodes of the edges (src[i], dst[i])
-    (self-loops count only when their node has another edge, as in the rounds: a self-loop
-    alone names no node); component = the smallest node id of its component."""
-    keep = src != dst
-    src, dst = src[keep], dst[keep]
-    nodes, idx = np.unique(np.concatenate([src, dst]), return_inverse=True)
-    u, v = idx[:len(src)], idx[len(src):]
-    lab = np.arange(len(nodes))
-    while True:
-        lu, lv = lab[u], lab[v]
-        if np.array_equal(lu, lv):
-            break
-        m = np.minimum(lu, lv)
-        np.minimum.at(lab, lu, m)      # hook each root under the smaller root it meets
-        np.minimum.at(lab, lv, m)
-        while True:                    # pointer jumping: every node straight to its root
-            nxt = lab[lab]
-            if np.array_equal(nxt, lab):
-                break
-            lab = nxt
-    return nodes, nodes[lab]
 
 
 def _is_star_forest(e: DataFrame) -> bool:
