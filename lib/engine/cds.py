@@ -20,7 +20,6 @@ embedded local session only, and only when the user set no `spark.driver.extraJa
 from __future__ import annotations
 
 import hashlib
-import logging
 import os
 import shutil
 import subprocess
@@ -28,7 +27,6 @@ import sys
 import time
 from pathlib import Path
 
-log = logging.getLogger("shardforge.engine.cds")
 
 QUIET = "-Xlog:cds*=off"     # the JVM's CDS warnings (signed jars it skips, etc.) stay out of the job's log
 
