@@ -5,13 +5,14 @@ against exact Jaccard on the planted duplicates.
 
     python bench/corpus.py --docs 100000 --out /work/bench18/corpus-100k.jsonl
     python bench/dedup_e2e.py --corpus /work/bench18/corpus-100k.jsonl --work /tmp/sf-e2e --datatrove \\
-        [--label after] [--src /path/to/checkout] [--rounds 1] [--json bench/results/dedup_e2e.json] [--memory 2g]
+        [--label after] [--src /path/to/checkout] [--rounds 1] [--json bench/results/dedup_e2e.json] [--memory 6g]
 
 (The CLI needs Delta's jars: `make jars`, or SHARDFORGE_JARS pointing at a folder of them.)
 
 1. shardforge: `python -m shardforge.engine.cli dedup --input <corpus> --output <work>/out-<label>` in a fresh
-   process per round (SPARK_LOCAL_IP=127.0.0.1, spark.driver.memory from --memory through
-   `--set spark.properties=...`): wall clock from spawn to exit, peak memory of its process tree
+   process per round (SPARK_LOCAL_IP=127.0.0.1; with --memory, spark.driver.memory through
+   `--set spark.properties=...`, else the embedded session's default heap): wall clock from spawn
+   to exit, peak memory of its process tree
    (the driver's Python, the JVM, the Python workers), and from its report.json the stage
    seconds, the engine steps, dedup's phases; startup = wall - (run.finished - run.started)
    (interpreter and session start; report timestamps are whole seconds). With --src DIR that
@@ -95,8 +96,9 @@ def shardforge_env(work: Path, src: Path | None) -> dict[str, str]:
 def run_shardforge(corpus: Path, out: Path, env: dict[str, str], memory: str, log: Path) -> dict:
     """One `shardforge dedup` process into a fresh `out`: wall clock, peak memory, its report."""
     shutil.rmtree(out, ignore_errors=True)
-    cmd = [sys.executable, "-m", "shardforge.engine.cli", "dedup", "--input", str(corpus), "--output", str(out),
-           "--set", f'spark.properties={{"spark.driver.memory" = "{memory}"}}']
+    cmd = [sys.executable, "-m", "shardforge.engine.cli", "dedup", "--input", str(corpus), "--output", str(out)]
+    if memory:
+        cmd += ["--set", f'spark.properties={{"spark.driver.memory" = "{memory}"}}']
     load_before = load()
     with open(log.with_suffix(".out"), "w") as fo, open(log.with_suffix(".err"), "w") as fe:
         t0 = time.perf_counter()
@@ -365,7 +367,7 @@ def median_round(rounds: list[dict]) -> dict | None:
 def summary(r: dict) -> str:
     m = r["machine"]
     lines = [f"## dedup end to end: {r['label']} ({r['commit']}), {r['corpus']}",
-             f"{m['nproc']} cores, {m['mem_total_gb']} GB, driver memory {r['memory']}", ""]
+             f"{m['nproc']} cores, {m['mem_total_gb']} GB, driver memory {r['memory'] or 'default'}", ""]
     for i, s in enumerate(r["shardforge"]["rounds"]):
         head = (f"shardforge round {i + 1}: wall {s['wall_s']} s, exit {s['exit']}, "
                 f"load {s['load_before']} -> {s['load_after']}")
@@ -424,7 +426,8 @@ def main(argv=None) -> int:
     ap.add_argument("--datatrove", action="store_true", help="also run datatrove on the same corpus")
     ap.add_argument("--rounds", type=int, default=1, help="shardforge runs (the median one is compared)")
     ap.add_argument("--json", type=Path, default=HERE / "results" / "dedup_e2e.json")
-    ap.add_argument("--memory", default="2g", help="spark.driver.memory (local mode: driver = executor)")
+    ap.add_argument("--memory", default="", help="spark.driver.memory (local mode: driver = executor); "
+                    "default: none passed, the embedded session sizes its heap from the machine")
     ap.add_argument("--no-quality", action="store_true",
                     help="skip the quality evaluation (it holds every document's shingles: ~8 GB at 1M)")
     args = ap.parse_args(argv)

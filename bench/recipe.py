@@ -62,6 +62,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 sys.path.insert(0, str(HERE))
 from corpus import ensure_corpus  # noqa: E402
+from procmem import PeakRss  # noqa: E402
 from quality import dt_python  # noqa: E402
 
 PARTS = 8
@@ -167,9 +168,13 @@ def run_ours(inp: Path, out: Path, tok: Path, memory: str, log: Path, filters: b
     res = {"load_before": load()}
     with open(log.with_suffix(".out"), "w") as fo, open(log.with_suffix(".err"), "w") as fe:
         t0 = time.perf_counter()
-        code = subprocess.run(cmd, cwd=ROOT, env=_env(), stdout=fo, stderr=fe).returncode
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=_env(), stdout=fo, stderr=fe)
+        mon = PeakRss(proc.pid)       # the CLI's Python, the JVM, the Python workers
+        code = proc.wait()
         res["wall_s"] = round(time.perf_counter() - t0, 1)
-    res.update(exit=code, load_after=load())
+        mon.stop()
+    res.update(exit=code, load_after=load(), peak_pss_gb=round(mon.peak_pss / 2**30, 2),
+               peak_rss_sum_gb=round(mon.peak_total / 2**30, 2))
     if code != 0:
         res["error"] = log.with_suffix(".err").read_text()[-3000:]
         return res

@@ -49,6 +49,33 @@ def test_ids_do_not_depend_on_partitioning(spark, tmp_path):
     assert a == b and len(set(a)) == 200
 
 
+def test_one_big_jsonl_file_is_split_like_sparks_own_files(spark, tmp_path):
+    """Plain JSONL splits follow Spark's FilePartition.maxSplitBytes rule: min(maxPartitionBytes,
+    max(openCostInBytes, (bytes + files * openCost) / minPartitionNum)). A single file under
+    128 MiB is not one task: it is spread over minPartitionNum tasks, and its rows are the same."""
+    from shardforge.ingest.readers.spark import split_bytes_of
+
+    keys = ("spark.sql.files.minPartitionNum", "spark.sql.files.openCostInBytes", "spark.sql.files.maxPartitionBytes")
+    before = {k: spark.conf.get(k, None) for k in keys}
+    p = tmp_path / "docs.jsonl"
+    p.write_text("".join(json.dumps({"id": f"d{i}", "text": "word " * 40}) + "\n" for i in range(2000)))
+    size = p.stat().st_size
+    try:
+        spark.conf.set("spark.sql.files.minPartitionNum", "6")
+        assert split_bytes_of(spark, 110_000_000, 1) == (110_000_000 + (4 << 20)) // 6   # 19,032,384
+        assert split_bytes_of(spark, 1 << 40, 8) == 128 << 20                          # capped
+        assert split_bytes_of(spark, 1000, 1) == 4 << 20                               # floored
+        spark.conf.set("spark.sql.files.openCostInBytes", "1k")
+        expected = (size + 1024) // 6
+        assert split_bytes_of(spark, size, 1) == expected
+        df = read_documents(spark, str(p), IngestSection()).kept
+        assert df.rdd.getNumPartitions() == -(-size // expected)    # ceil: 6 or 7 byte ranges
+        assert sorted(r.id for r in df.collect()) == sorted(f"d{i}" for i in range(2000))
+    finally:
+        for k, v in before.items():
+            spark.conf.unset(k) if v is None else spark.conf.set(k, v)
+
+
 def test_parquet_and_text_inputs(spark, tmp_path):
     spark.createDataFrame([("x1", "parquet text", 3)], "doc_id string, body string, n int") \
         .write.parquet(str(tmp_path / "pq"))

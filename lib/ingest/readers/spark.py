@@ -9,6 +9,7 @@ Deterministic: rows depend only on the files, never on how tasks were assigned.
 """
 from __future__ import annotations
 
+import os
 from typing import Iterator
 
 import pyarrow as pa
@@ -65,18 +66,26 @@ def _paths(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[str, str, str]]:
         yield from zip(*(b.column(i).to_pylist() for i in range(3)))
 
 
-def split_bytes_of(spark: SparkSession) -> int:
-    """The split size of plain JSONL files: Spark's own `spark.sql.files.maxPartitionBytes`
-    (128 MiB by default), the setting that sizes every other file source's splits."""
-    value = spark.conf.get("spark.sql.files.maxPartitionBytes", "128m")
-    return int(spark.sparkContext._jvm.org.apache.spark.network.util.JavaUtils.byteStringAsBytes(value))
+def split_bytes_of(spark: SparkSession, total_bytes: int = 0, files: int = 0) -> int:
+    """The split size of plain JSONL files, by the rule Spark sizes every other file source's
+    splits with (FilePartition.maxSplitBytes): `spark.sql.files.maxPartitionBytes` (128 MiB by
+    default), made smaller when the input would give fewer tasks than
+    `spark.sql.files.minPartitionNum` (default: the default parallelism), but never below
+    `spark.sql.files.openCostInBytes` (4 MiB). One 100 MB file thus fills every core."""
+    def conf_bytes(key: str, default: str) -> int:
+        value = spark.conf.get(key, default)
+        return int(spark.sparkContext._jvm.org.apache.spark.network.util.JavaUtils.byteStringAsBytes(value))
+
+    max_bytes = conf_bytes("spark.sql.files.maxPartitionBytes", "128m")
+    open_cost = conf_bytes("spark.sql.files.openCostInBytes", "4m")
+    min_parts = int(spark.conf.get("spark.sql.files.minPartitionNum", None) or spark.sparkContext.defaultParallelism)
+    per_core = (total_bytes + files * open_cost) // max(1, min_parts)
+    return max(1, min(max_bytes, max(open_cost, per_core)))
 
 
 def jsonl_splits(files: list[InputFile], split_bytes: int) -> list[tuple[str, str, str, int, int]]:
     """(path, source, format, start, end) per task: a plain local JSONL file in byte ranges of
     `split_bytes` (each split reads the lines that start in it), any other file whole (end -1)."""
-    import os
-
     out = []
     for f in files:
         local = f.path[len("file://"):] if f.path.startswith("file://") else f.path
@@ -90,9 +99,10 @@ def jsonl_splits(files: list[InputFile], split_bytes: int) -> list[tuple[str, st
 
 
 def jsonl(spark: SparkSession, files: list[InputFile], max_record_bytes: int) -> DataFrame:
-    """Lines of JSONL files, plain (local, in byte-range splits of `split_bytes_of`) or .gz, .bz2,
-    .zst: `_line`, `_file`; a line over `max_record_bytes` is a row with `_reason` invalid:record_too_large
-    (never held whole), an unreadable or truncated file one row with invalid:unreadable_file."""
+    """Lines of JSONL files, plain (local, in byte-range splits of `split_bytes_of` for their
+    total size) or .gz, .bz2, .zst: `_line`, `_file`; a line over `max_record_bytes` is a row with
+    `_reason` invalid:record_too_large (never held whole), an unreadable or truncated file one row
+    with invalid:unreadable_file."""
     from shardforge.ingest.readers.streams import jsonl_lines
 
     def run(batches):
@@ -102,7 +112,10 @@ def jsonl(spark: SparkSession, files: list[InputFile], max_record_bytes: int) ->
                     yield from jsonl_lines(path, source, fmt, max_record_bytes, start, None if end < 0 else end)
         yield from _batches(rows(), LINES)
 
-    splits = jsonl_splits(files, split_bytes_of(spark))
+    plain = [f.path[len("file://"):] if f.path.startswith("file://") else f.path for f in files if f.format == "jsonl"]
+    plain = [p for p in plain if "://" not in p]
+    total = sum(os.path.getsize(p) for p in plain)
+    splits = jsonl_splits(files, split_bytes_of(spark, total, len(plain)))
     n = max(1, min(len(splits), 10_000))
     frame = spark.createDataFrame(spark.sparkContext.parallelize(splits, n),
                                   "path string, source string, format string, start long, end long")
