@@ -65,3 +65,23 @@ def test_batches_merge_by_id_and_pinned_builds_repeat_bytes(spark, tmp_path):
     run(b, as_of_version=version_a)
     assert _shas(out) == shas_a                               # pinned to A: A's bytes again
     assert read_manifest(str(out / "shards")).source["version"] == version_a
+
+
+@pytest.mark.parametrize("metrics", ["true", "false"])
+def test_first_write_reports_its_rows_with_and_without_commit_metrics(spark, tmp_path, metrics):
+    """A table's first write counts its rows from the commit's metrics, or by reading the table
+    when Delta records none; a second merge inserts only the new keys (numbers from the rows
+    made here)."""
+    from shardforge.curated.tables import merge_new, table_version
+
+    key = "spark.databricks.delta.history.metricsEnabled"
+    before = spark.conf.get(key, None)
+    spark.conf.set(key, metrics)
+    try:
+        path = str(tmp_path / "t")
+        first = merge_new(spark, spark.createDataFrame([(f"k{i}", i) for i in range(37)], "id string, n int"), path)
+        assert (first.inserted, first.version) == (37, 0)
+        again = merge_new(spark, spark.createDataFrame([(f"k{i}", i) for i in range(30, 45)], "id string, n int"), path)
+        assert (again.inserted, again.version) == (8, 1) and table_version(spark, path) == 1
+    finally:
+        spark.conf.unset(key) if before is None else spark.conf.set(key, before)

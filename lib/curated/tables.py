@@ -34,9 +34,16 @@ def is_delta(path: str) -> bool:
 
 
 def table_version(spark: SparkSession, path: str) -> int:
+    return last_commit(spark, path)[0]
+
+
+def last_commit(spark: SparkSession, path: str) -> tuple[int, dict[str, str]]:
+    """The table's latest version and that commit's operation metrics (Delta records them
+    in the commit: `numOutputRows` for a write, `numTargetRowsInserted` for a merge)."""
     from delta.tables import DeltaTable
 
-    return int(DeltaTable.forPath(spark, path).history(1).select("version").first()[0])
+    row = DeltaTable.forPath(spark, path).history(1).select("version", "operationMetrics").first()
+    return int(row[0]), dict(row[1] or {})
 
 
 def read_table(spark: SparkSession, path: str, version: int | None = None) -> DataFrame:
@@ -73,7 +80,12 @@ def merge_new(spark: SparkSession, df: DataFrame, path: str, key: str | list[str
     keys = [key] if isinstance(key, str) else list(key)
     if not is_delta(path):
         df.write.format("delta").mode("errorifexists").save(path)
-        return MergeOutcome(inserted=read_table(spark, path).count(), version=table_version(spark, path))
+        version, metrics = last_commit(spark, path)
+        # the commit's own row count (no job reading the table back); counted when the
+        # metrics are off (spark.databricks.delta.history.metricsEnabled=false)
+        rows = metrics.get("numOutputRows")
+        return MergeOutcome(inserted=int(rows) if rows is not None else read_table(spark, path).count(),
+                            version=version)
     check_types(df, read_table(spark, path), path)
     existing = read_table(spark, path).select(*keys)
     fresh = df.join(existing, on=[df[k].eqNullSafe(existing[k]) for k in keys], how="left_anti")

@@ -60,13 +60,14 @@ class Materializer:
         if not self.root:
             return df.localCheckpoint(eager=True)
         p = self.path(name)
+        # read back with the frame's own schema: inferring it would cost a Spark job per result
         if self.reuse and self.files().exists(f"{p}/{self.DONE}"):
             self.reused.append(name)
-            return self.spark.read.parquet(p)
+            return self.spark.read.schema(df.schema).parquet(p)
         df.write.mode("overwrite").parquet(p)
         if self.reuse:
             self.files().write_text(f"{p}/{self.DONE}", "")
-        return self.spark.read.parquet(p)
+        return self.spark.read.schema(df.schema).parquet(p)
 
     def delete(self, name: str) -> None:
         if not self.root:

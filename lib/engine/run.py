@@ -64,12 +64,15 @@ class Run:
 
     def count(self, name: str, kept: DataFrame, rejected: DataFrame) -> dict[str, Any]:
         """A stage entry for the report: kept and rejected counted (from written outputs),
-        rejects grouped by reason."""
-        n_kept = kept.count()
-        n_rej = rejected.count()
-        reasons = {r["reason"]: int(r["count"]) for r in
-                   rejected.groupBy(reason_group().alias("reason")).count().collect()} if n_rej else {}
-        return {"name": name, "kept": n_kept, "rejected": n_rej, "rejects_by_reason": dict(sorted(reasons.items()))}
+        rejects grouped by reason. One Spark job reads both (each count is a job, and a job
+        costs a fixed part whatever its size)."""
+        rows = (kept.select(F.lit(True).alias("_kept"), F.lit(None).cast("string").alias("reason"))
+                .unionByName(rejected.select(F.lit(False).alias("_kept"), reason_group().alias("reason")))
+                .groupBy("_kept", "reason").count().collect())
+        n_kept = sum(int(r["count"]) for r in rows if r["_kept"])
+        reasons = {r["reason"]: int(r["count"]) for r in rows if not r["_kept"]}
+        return {"name": name, "kept": n_kept, "rejected": sum(reasons.values()),
+                "rejects_by_reason": dict(sorted(reasons.items()))}
 
     def check(self, name: str, rows_in: int | None, entry: dict[str, Any]) -> None:
         """rows in = kept + rejected, or an AccountingError (a bug, never tolerated silently).
