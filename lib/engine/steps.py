@@ -283,6 +283,10 @@ def tokenize(ctx: StageContext, df: DataFrame) -> StageOutput:
     from shardforge.tokenize.stage import load_tokenizer, token_stats, tokenize as run_tokenize
 
     info = load_tokenizer(ctx.cfg.tokenize.tokenizer)
+    if info.encoder == "shardforge":
+        log.info("tokenize: shardforge's compiled byte-level BPE (same ids as tokenizers for this file)")
+    else:
+        log.info("tokenize: the tokenizers library's encoder (%s)", info.encoder_note)
     t0 = time.monotonic()
 
     def finish(done) -> dict:
@@ -290,6 +294,7 @@ def tokenize(ctx: StageContext, df: DataFrame) -> StageOutput:
         seconds = time.monotonic() - t0
         return {"tokens": {**stats, "column": ctx.cfg.tokenize.column, "dtype": info.dtype,
                            "vocab_size": info.vocab_size, "tokenizer_sha256": info.sha256,
+                           "encoder": info.encoder, **({"encoder_note": info.encoder_note} if info.encoder_note else {}),
                            "tokens_per_second": round(stats["total"] / seconds, 1) if seconds > 0 else None}}
 
     return StageOutput(run_tokenize(df, ctx.cfg.tokenize, info), empty_rejects(ctx.spark), finish=finish)

@@ -2,8 +2,10 @@
 
 `tokenize(df, cfg, tokenizer_json)` adds two columns: `cfg.column` (array<int> of token
 ids, BOS/EOS added when configured) and `num_tokens` (int). Encoding runs per Arrow batch
-in `mapInArrow` (`Tokenizer.encode_batch_fast`), with the tokenizer loaded once per Python
-worker from the JSON the driver broadcast (executors need no copy of the file). Each task
+in `mapInArrow`, with the tokenizer loaded once per Python worker from the JSON the driver
+broadcast (executors need no copy of the file): shardforge's compiled byte-level BPE when
+`shardforge.tokenize.native.choose` finds it gives this file's ids (GPT-2-style files, such as
+`train_bpe` writes), else `tokenizers`' `Tokenizer.encode_batch_fast`; the report names it. Each task
 encodes on one core (Spark runs one task per core): the Rust thread pool is switched off.
 Deterministic: ids depend on the text and the tokenizer file only. A document without
 text gets 0 tokens and is kept (the loader accounts for it); no row is rejected here.
@@ -36,6 +38,8 @@ class TokenizerInfo:
     sha256: str
     vocab_size: int
     dtype: str          # uint16 | int32
+    encoder: str = "tokenizers"   # "shardforge" (the compiled BPE, shardforge.tokenize.native) | "tokenizers"
+    encoder_note: str = ""        # why not the compiled one
 
 
 def load_tokenizer(path: str) -> TokenizerInfo:
@@ -53,8 +57,11 @@ def load_tokenizer(path: str) -> TokenizerInfo:
         raise TokenizerError(f"tokenize.tokenizer: {path} is not a tokenizer.json the `tokenizers` library "
                              f"can load: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
     size = tok.get_vocab_size(with_added_tokens=True)
+    from shardforge.tokenize.native import choose
+
+    encoder, note = choose(text, tok)
     return TokenizerInfo(text, hashlib.sha256(text.encode()).hexdigest(), size,
-                         "uint16" if size <= np.iinfo(np.uint16).max + 1 else "int32")
+                         "uint16" if size <= np.iinfo(np.uint16).max + 1 else "int32", encoder, note)
 
 
 def _from_str(text: str):
@@ -101,12 +108,18 @@ def tokenize(df, cfg, info: TokenizerInfo):
     schema = StructType(base.schema.fields + [StructField(column, ArrayType(IntegerType(), False), True, meta),
                                               StructField("num_tokens", IntegerType(), True)])
     shared = df.sparkSession.sparkContext.broadcast(info.json)
-    sha = info.sha256
+    sha, native = info.sha256, info.encoder == "shardforge"
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        tok = _cached(shared.value, sha)
+        if native:
+            from shardforge.tokenize.native import encode_column
+        else:
+            tok = _cached(shared.value, sha)
         for batch in batches:
-            ids, counts = encode_batch(tok, batch.column("text").to_pylist(), bos, eos)
+            if native:
+                ids, counts = encode_column(shared.value, batch.column("text"), bos, eos)
+            else:
+                ids, counts = encode_batch(tok, batch.column("text").to_pylist(), bos, eos)
             yield pa.RecordBatch.from_arrays([*batch.columns, ids, counts], names=[*batch.schema.names, column,
                                                                                    "num_tokens"])
 

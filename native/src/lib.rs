@@ -4,13 +4,15 @@
 //! spaCy's data and the character classes (shardforge/clean/quality/native.py). `PiiScan`:
 //! the PII detectors' shared scan of a text (pii.rs; shardforge/redact/pii/scan.py).
 //! `LangId`: py3langid's language identifier over a batch of texts (langid.rs;
-//! shardforge/clean/langid.py).
+//! shardforge/clean/langid.py). `BpeEncoder`: byte-level BPE with the ids Hugging Face
+//! tokenizers gives for the same tokenizer.json (bpe.rs; shardforge/tokenize/native.py).
 
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
+mod bpe;
 mod langid;
 mod multi;
 mod normalize;
@@ -213,11 +215,69 @@ fn signals() -> (Vec<&'static str>, Vec<(usize, usize)>) {
     (SIGNALS.to_vec(), rules::GROUP_SIGNALS.to_vec())
 }
 
+#[pyclass(module = "shardforge._native")]
+struct BpeEncoder {
+    b: bpe::Bpe,
+}
+
+#[pymethods]
+impl BpeEncoder {
+    #[new]
+    #[pyo3(signature = (byte_ids, merges, added, nfc, add_prefix_space))]
+    fn new(byte_ids: Vec<u32>, merges: Vec<(u32, u32, u32)>, added: Vec<(String, u32)>, nfc: bool,
+           add_prefix_space: bool) -> PyResult<Self> {
+        Ok(BpeEncoder { b: bpe::Bpe::new(byte_ids, merges, added, nfc, add_prefix_space).map_err(err)? })
+    }
+
+    /// Token ids of texts held as Arrow buffers (int64 offsets, UTF-8 data): (int32 offsets,
+    /// int32 ids) as little-endian bytes, the buffers of an Arrow list<int32> array. `bos`/`eos`
+    /// (when >= 0) open and close every text's ids.
+    #[pyo3(signature = (offsets, data, bos = -1, eos = -1))]
+    fn encode_arrow<'py>(&mut self, py: Python<'py>, offsets: PyBuffer<i64>, data: PyBuffer<u8>, bos: i64, eos: i64)
+                         -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+        let docs = texts(slice(&offsets, "offsets")?, slice(&data, "data")?)?;
+        let b = &mut self.b;
+        let (offs, ids) = py.allow_threads(|| {
+            let mut ids: Vec<u32> = Vec::new();
+            let mut offs: Vec<u8> = Vec::with_capacity((docs.len() + 1) * 4);
+            offs.extend_from_slice(&0i32.to_le_bytes());
+            for d in &docs {
+                if bos >= 0 {
+                    ids.push(bos as u32);
+                }
+                b.encode(d, &mut ids);
+                if eos >= 0 {
+                    ids.push(eos as u32);
+                }
+                let end = i32::try_from(ids.len()).map_err(|_| "more than 2^31 - 1 token ids in one batch".to_string())?;
+                offs.extend_from_slice(&end.to_le_bytes());
+            }
+            Ok::<_, String>((offs, ids))
+        }).map_err(err)?;
+        // SAFETY: u32 has no padding; the bytes are the ids' little-endian representation on x86/arm
+        let raw = unsafe { std::slice::from_raw_parts(ids.as_ptr() as *const u8, ids.len() * 4) };
+        Ok((PyBytes::new(py, &offs), PyBytes::new(py, raw)))
+    }
+
+    /// The ids of one text.
+    fn encode(&mut self, text: &str) -> Vec<u32> {
+        let mut out = Vec::new();
+        self.b.encode(text, &mut out);
+        out
+    }
+
+    /// GPT-2's pre-tokenizer splits of one piece (for tests).
+    fn pretokenize(&self, piece: &str) -> Vec<String> {
+        self.b.pretokenize(piece)
+    }
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Quality>()?;
     m.add_class::<pii::PiiScan>()?;
     m.add_class::<LangId>()?;
+    m.add_class::<BpeEncoder>()?;
     m.add_function(wrap_pyfunction!(reasons, m)?)?;
     m.add_function(wrap_pyfunction!(normalize_texts, m)?)?;
     m.add_function(wrap_pyfunction!(signals, m)?)?;
