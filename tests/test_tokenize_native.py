@@ -85,10 +85,15 @@ def test_same_ids_as_tokenizers_on_real_text(pair, texts):
 
 
 def _code_point_texts() -> list[str]:
-    """Every code point (surrogates excluded) in runs of 64, in five contexts: as a run, each
+    """Every code point of the Basic Multilingual Plane (surrogates excluded) and every one above
+    it that Python's tables assign, plus every 7th unassigned one (a block assigned by a newer
+    Unicode than one side's tables would show), in runs of 64, in six contexts: as a run, each
     after a letter, each after a space, each between two spaces and a newline, each doubled
-    after a digit; plus each code point alone after 'a' and before '<eos>'."""
-    cps = [chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF]
+    after a digit, each after 'a' and before '<eos>'."""
+    import unicodedata
+
+    cps = [chr(c) for c in range(0x110000) if not 0xD800 <= c <= 0xDFFF
+           and (c < 0x10000 or c % 7 == 0 or unicodedata.category(chr(c)) != "Cn")]
     out = []
     for i in range(0, len(cps), 64):
         run = cps[i:i + 64]
