@@ -54,6 +54,7 @@ class _Decode:
 
     def __init__(self, source: Source, blocks):
         self.source, self.blocks = source, blocks
+        self.pid = os.getpid()         # the process whose background thread works on it
         self.tables: list = [None] * len(blocks)
         self._next = 0                 # the first row group nobody has started
         self._running = 0              # started, not finished
@@ -92,9 +93,18 @@ class _Decode:
             tables, self.tables, self._stop = self.tables, [], True
         return Window(tables)
 
+    def foreign(self) -> bool:
+        """Made in another process (a DataLoader worker forked from the reader that made it):
+        the thread decoding it is not in this process, and its lock may have been copied
+        held, so this process must neither wait for it nor take its lock."""
+        return self.pid != os.getpid()
+
     def cancel(self) -> None:
         """Start no more row groups, and wait for those in progress (so that a stale window
         never overlaps a third one in memory); errors are dropped."""
+        if self.foreign():
+            self.tables = []
+            return
         with self._cond:
             self._stop = True
             while self._running:
@@ -126,7 +136,7 @@ class Cursor:
         if self._w == w:
             return
         self._w, self._window, self._perm = None, None, None      # free the old window first
-        ahead, self._next = self._next, None
+        ahead, self._next = self._own_next(), None
         if ahead is not None and ahead[0] == w:
             job = ahead[1]
         else:
@@ -138,9 +148,16 @@ class Cursor:
         window = job.window(threads=self.threads)
         self._window, self._perm, self._w = window, self.order.window_rows(w), w
 
+    def _own_next(self) -> tuple[int, _Decode] | None:
+        """The read-ahead job, unless it was started in the process this cursor was copied
+        from by a fork (then it is dropped: it would never finish here)."""
+        if self._next is not None and self._next[1].foreign():
+            self._next = None
+        return self._next
+
     def _read_ahead(self) -> None:
         w = self._w + 1
-        if self.ahead is None or self._next is not None or w >= self.order.num_windows \
+        if self.ahead is None or self._own_next() is not None or w >= self.order.num_windows \
                 or self.order.window_span(w)[0] >= self.ahead:
             return
         job = _Decode(self.source, self.order.window_blocks(w))
@@ -176,7 +193,7 @@ class Cursor:
         self._w, self._window, self._perm = None, None, None
 
     def close(self) -> None:
-        if self._next is not None:
+        if self._own_next() is not None:
             self._next[1].cancel()
         self._w, self._window, self._perm, self._next = None, None, None, None
 

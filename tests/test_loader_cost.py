@@ -209,3 +209,65 @@ def test_row_groups_of_one_shard_decode_side_by_side(tmp_path):
     with ThreadPoolExecutor(max_workers=8) as pool:
         together = list(pool.map(lambda b: src.read(b, threads=False), blocks))
     assert all(t.equals(alone[i % 50]) for i, t in enumerate(together))
+
+
+def test_a_forked_worker_never_waits_for_its_parents_read_ahead(build):
+    """A DataLoader worker is a fork of the process that made its dataset. A cursor whose
+    read-ahead is mid-decode in the parent's background thread when the fork happens must, in
+    the child, drop that job (its thread is not there, its lock may be copied held) and decode
+    the window itself: the same rows as the parent's, and no wait for ever (seen as a hung
+    `make test`). The child reports through its exit code; the parent waits up to 120 s."""
+    import os
+    import threading
+    import time
+
+    from shardforge.loaders.windows import Cursor
+
+    r = ShardReader(str(build), rank=0, world_size=1, seed=3, window_bytes=4_000)
+    order = r.order()
+    assert order.num_windows >= 3
+    cur = Cursor(r.source, order, threads=False, ahead=order.window_span(order.num_windows - 1)[1])
+    ws = order.window_span(0)[0]
+    want = [t.column("id").to_pylist() for t in cur.read(order.window_span(1)[0], order.window_span(1)[1])]
+    cur.close()
+
+    started, release = threading.Event(), threading.Event()
+    orig = Source.read
+
+    def slow(self, block, **kw):
+        started.set()
+        release.wait(120)
+        return orig(self, block, **kw)
+
+    cur = Cursor(r.source, order, threads=False, ahead=order.window_span(order.num_windows - 1)[1])
+    one = list(cur.read(ws, ws + 1))                 # window 0 entered; the read-ahead of 1 starts next
+    Source.read = slow
+    try:
+        cur.finish()                                  # window 1 now decodes in the background
+        assert started.wait(30) and cur._next is not None
+        pid = os.fork()
+        if pid == 0:                                  # the child: a DataLoader worker would be here
+            Source.read = orig
+            try:
+                got = [t.column("id").to_pylist() for t in cur.read(order.window_span(1)[0], order.window_span(1)[1])]
+                cur.close()
+                os._exit(0 if got == want else 3)
+            except BaseException:
+                os._exit(4)
+        deadline, status = time.monotonic() + 120, None
+        while time.monotonic() < deadline:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            time.sleep(0.1)
+        else:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked reader waited for its parent's read-ahead")
+        assert os.waitstatus_to_exitcode(status) == 0
+    finally:
+        release.set()
+        Source.read = orig
+        cur.close()
+        settle_read_ahead()
+    assert one and want
