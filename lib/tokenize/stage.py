@@ -51,6 +51,9 @@ def load_tokenizer(path: str) -> TokenizerInfo:
             text = fh.read()
     except OSError as exc:
         raise TokenizerError(f"tokenize.tokenizer: cannot read {path}: {exc.strerror or exc}") from None
+    sha = hashlib.sha256(text.encode()).hexdigest()
+    if sha in _INFO:                  # checked before the run (runner.validate), then used by the stage
+        return _INFO[sha]
     try:
         tok = _from_str(text)
     except Exception as exc:
@@ -60,8 +63,12 @@ def load_tokenizer(path: str) -> TokenizerInfo:
     from shardforge.tokenize.native import choose
 
     encoder, note = choose(text, tok)
-    return TokenizerInfo(text, hashlib.sha256(text.encode()).hexdigest(), size,
-                         "uint16" if size <= np.iinfo(np.uint16).max + 1 else "int32", encoder, note)
+    info = _INFO[sha] = TokenizerInfo(text, sha, size, "uint16" if size <= np.iinfo(np.uint16).max + 1 else "int32",
+                                      encoder, note)
+    return info
+
+
+_INFO: dict[str, TokenizerInfo] = {}    # by the file's sha256: loading and the encoder's probes, once per process
 
 
 def _from_str(text: str):
