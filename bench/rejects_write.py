@@ -1,0 +1,107 @@
+"""The rejects table's write, part by part: documents rejected by a stage become REJECT rows
+whose `record` is the whole row as JSON, redacted and cleared of URL credentials, then a Delta
+table (`rejects_for_output` and `append_rejects`, as the runner writes them). On a web recipe
+most documents are rejected by clean, so this write handles about the whole corpus.
+
+    .venv/bin/python bench/rejects_write.py [--docs 20000] [--rounds 3]
+
+One embedded local[2] session; each variant writes the same rejects to a fresh folder; variants
+alternate within a round. Variants (seconds of wall time, medians over the rounds):
+- `parquet`: the REJECT rows as Parquet, nothing else (the floor);
+- `urls: patterns` / `urls: shardforge`: the URL-credential pass on `record`, `detail` and
+  `source` with Spark's regexp_replace of USERINFO_RE and PARAM_RE on every row (how it ran
+  before 2026-12-03) against `sanitize_urls` (the userinfo pattern anchored on its `://`, each
+  pattern only where its literal is);
+- `redact`: the [redact] section's redactor over `record` and `detail` (Arrow batches in Python);
+- `rejects table`: `append_rejects(rejects_for_output(...))`, the whole step, into a fresh Delta table.
+Prints a table and writes bench/results/rejects_write.json.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--docs", type=int, default=20_000)
+    ap.add_argument("--rounds", type=int, default=3)
+    args = ap.parse_args()
+
+    from corpus import ensure_corpus
+    from pyspark.sql import functions as F
+
+    from shardforge.config import Config, IngestSection, SparkSection
+    from shardforge.curated.tables import append_rejects
+    from shardforge.engine.session import get_spark
+    from shardforge.ingest.stage import read_documents
+    from shardforge.redact.privacy import PARAM_RE, REDACTED, USERINFO_RE, sanitize_urls
+    from shardforge.redact.stage import redact_columns, rejects_for_output
+    from shardforge.stage import rejects
+
+    corpus = ensure_corpus(ROOT / f".bench/corpus-{args.docs}.jsonl", args.docs)
+    spark = get_spark(SparkSection(master="local[2]", properties={"spark.ui.enabled": "false"}))
+    work = Path(tempfile.mkdtemp(prefix="sf-rejects-"))
+    read_documents(spark, [str(corpus)], IngestSection()).kept.write.parquet(str(work / "docs"))
+    docs = spark.read.parquet(str(work / "docs"))
+    cfg = Config()
+    rej = rejects(docs, "clean", "filter:bench")
+    cols = ("record", "detail", "source")
+
+    def patterns(df):
+        old = lambda c: F.regexp_replace(F.regexp_replace(c, USERINFO_RE, f"$1{REDACTED}@"), PARAM_RE, f"$1{REDACTED}")
+        return df.select(*[old(F.col(c)).alias(c) if c in cols else F.col(c) for c in df.columns])
+
+    def ours(df):
+        return df.select(*[sanitize_urls(F.col(c)).alias(c) if c in cols else F.col(c) for c in df.columns])
+
+    out = work / "out"
+    variants = {
+        "parquet": lambda: rej.write.parquet(str(out)),
+        "urls: patterns": lambda: patterns(rej).write.parquet(str(out)),
+        "urls: shardforge": lambda: ours(rej).write.parquet(str(out)),
+        "redact": lambda: redact_columns(rej, ("record", "detail"), cfg.redact).write.parquet(str(out)),
+        "rejects table": lambda: append_rejects(spark, rejects_for_output(rej, cfg), str(out)),
+    }
+    times: dict[str, list[float]] = {k: [] for k in variants}
+    variants["parquet"]()                              # warm-up: the JVM's first jobs, the Python workers
+    shutil.rmtree(out)
+    for _ in range(args.rounds):
+        for name, run in variants.items():
+            t = time.perf_counter()
+            run()
+            times[name].append(time.perf_counter() - t)
+            shutil.rmtree(out)
+    mb = os.path.getsize(corpus) / 1e6
+    med = {k: statistics.median(v) for k, v in times.items()}
+    ratio = statistics.median(p / s for p, s in zip(times["urls: patterns"], times["urls: shardforge"]))
+    result = {"docs": args.docs, "corpus_mb": round(mb, 1), "rounds": args.rounds,
+              "machine": f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}",
+              "seconds": {k: [round(x, 2) for x in v] for k, v in times.items()},
+              "median_s": {k: round(v, 2) for k, v in med.items()},
+              "urls_patterns_over_shardforge": round(ratio, 2),
+              "urls_extra_s": {"patterns": round(med["urls: patterns"] - med["parquet"], 2),
+                               "shardforge": round(med["urls: shardforge"] - med["parquet"], 2)}}
+    print(f"{args.docs} rejected documents, {mb:.1f} MB, local[2], medians of {args.rounds} (s):")
+    for k, v in med.items():
+        print(f"  {k:18s} {v:6.2f}  (over parquet: {v - med['parquet']:+.2f})")
+    print(f"  URL pass, same-round ratio patterns / shardforge: {ratio:.2f}x")
+    (ROOT / "bench/results").mkdir(exist_ok=True)
+    (ROOT / "bench/results/rejects_write.json").write_text(json.dumps(result, indent=2) + "\n")
+    shutil.rmtree(work, ignore_errors=True)
+    spark.stop()
+
+
+if __name__ == "__main__":
+    main()
