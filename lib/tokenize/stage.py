@@ -55,7 +55,7 @@ def load_tokenizer(path: str) -> TokenizerInfo:
     if sha in _INFO:                  # checked before the run (runner.validate), then used by the stage
         return _INFO[sha]
     try:
-        tok = _from_str(text)
+        tok = _cached(text, sha)          # the one Tokenizer this process keeps for the file
     except Exception as exc:
         raise TokenizerError(f"tokenize.tokenizer: {path} is not a tokenizer.json the `tokenizers` library "
                              f"can load: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}") from None
@@ -63,9 +63,9 @@ def load_tokenizer(path: str) -> TokenizerInfo:
     from shardforge.tokenize.native import choose
 
     encoder, note = choose(text, tok)
-    info = _INFO[sha] = TokenizerInfo(text, sha, size, "uint16" if size <= np.iinfo(np.uint16).max + 1 else "int32",
-                                      encoder, note)
-    return info
+    _INFO[sha] = TokenizerInfo(text, sha, size, "uint16" if size <= np.iinfo(np.uint16).max + 1 else "int32",
+                               encoder, note)
+    return _INFO[sha]
 
 
 _INFO: dict[str, TokenizerInfo] = {}    # by the file's sha256: loading and the encoder's probes, once per process
