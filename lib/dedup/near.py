@@ -16,6 +16,7 @@ from pyspark.sql.types import (ArrayType, BinaryType, DoubleType, IntegerType, L
                                StringType, StructField, StructType)
 
 from shardforge.dedup import minhash as mh
+from shardforge.dedup.normalize import normalize_arrow
 
 SUB_BATCH_ROWS = 512    # rows per numpy pass inside an Arrow batch (bounds memory)
 
@@ -77,7 +78,8 @@ class _Laps:
         self.t = now
 
 
-def _sig_batches(batches: Iterator[pa.RecordBatch], params: mh.MinHashParams, acc=None) -> Iterator[pa.RecordBatch]:
+def _sig_batches(batches: Iterator[pa.RecordBatch], params: mh.MinHashParams, acc=None,
+                 normalization: str | None = None) -> Iterator[pa.RecordBatch]:
     laps = _Laps("signatures")
     schema = pa.schema([pa.field(f.name, _arrow_type(f.dataType), f.nullable) for f in SIGNATURE_OUT.fields])
     for big in batches:
@@ -85,6 +87,9 @@ def _sig_batches(batches: Iterator[pa.RecordBatch], params: mh.MinHashParams, ac
         for start in range(0, big.num_rows, SUB_BATCH_ROWS):
             rb = big.slice(start, SUB_BATCH_ROWS)
             texts = rb.column("norm")
+            if normalization is not None:
+                texts = normalize_arrow(texts, normalization)
+                laps.lap("normalize")
             tokens = mh.tokenize(texts)       # split once: for the signature and the token count
             laps.lap("tokenize")
             shingles = mh.shingle_hashes(texts, params.shingle_size, tokens)
@@ -113,15 +118,19 @@ def _arrow_type(dt):
     return to_arrow_type(dt)
 
 
-def signatures_df(docs: DataFrame, params: mh.MinHashParams, times: KernelTimes | None = None) -> DataFrame:
-    """(id, num_tokens, signature, bands, _rk) for docs(id, norm, _rk). signature and
-    bands are null for documents with fewer tokens than the shingle size. Deterministic per
-    row. `times`: the kernel adds its seconds per step to it."""
+def signatures_df(docs: DataFrame, params: mh.MinHashParams, times: KernelTimes | None = None,
+                  normalization: str | None = None) -> DataFrame:
+    """(id, num_tokens, signature, bands, _rk) for docs(id, norm, _rk), or, with
+    `normalization` (a `dedup.normalization` mode), for docs(id, text, _rk), whose texts the
+    kernel normalises itself (`normalize_arrow`: no second pass of the text through the JVM).
+    signature and bands are null for documents with fewer tokens than the shingle size.
+    Deterministic per row. `times`: the kernel adds its seconds per step to it."""
     acc = times.acc() if times is not None else None
+    col = "norm" if normalization is None else "text"
 
     def fn(it):
-        return _sig_batches(it, params, acc)
-    return docs.select("id", "norm", F.col("_rk").cast("double")).mapInArrow(fn, SIGNATURE_OUT)
+        return _sig_batches(it, params, acc, normalization)
+    return docs.select("id", F.col(col).alias("norm"), F.col("_rk").cast("double")).mapInArrow(fn, SIGNATURE_OUT)
 
 
 def candidate_edges(new_bands: DataFrame, old_bands: DataFrame | None) -> DataFrame:

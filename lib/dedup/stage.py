@@ -15,7 +15,7 @@ from shardforge.config import DedupSection
 from shardforge.dedup import minhash as mh
 from shardforge.dedup.components import Materializer, connected_components
 from shardforge.dedup.near import KernelTimes, candidate_edges, passes, signatures_df, verify_pairs
-from shardforge.dedup.normalize import exact_key_expr, normalize_expr
+from shardforge.dedup.normalize import NATIVE_MODES, exact_key_expr, norm_column
 from shardforge.dedup.side_table import SIDE_TABLE, SideTableMismatch
 
 
@@ -69,7 +69,7 @@ def _prep(df: DataFrame, cfg: DedupSection) -> DataFrame:
         F.coalesce(F.char_length(F.col("text")), F.lit(0))).cast("long")
     out = df.select(
         "*",
-        F.when(is_img, F.lit(None).cast("string")).otherwise(normalize_expr(F.col("text"), cfg.normalization)).alias("_norm"),
+        F.when(is_img, F.lit(None).cast("string")).otherwise(norm_column(F.col("text"), cfg.normalization)).alias("_norm"),
         is_img.alias("_img"),
         length.alias("_len"),
         F.xxhash64(F.to_json(F.struct(*[F.col(c) for c in cols]))).alias("_rowh"),
@@ -171,8 +171,11 @@ def dedup(df: DataFrame, cfg: DedupSection, *, previous: DataFrame | None = None
     sigs = None
     if cfg.near:
         t0 = time.perf_counter()
-        sigs = mat(signatures_df(reps.select("id", normalize_expr(F.col("text"), cfg.normalization).alias("norm"),
-                                            "_rk"), params, times), "signatures")
+        if cfg.normalization in NATIVE_MODES:     # normalised inside the signature kernel
+            sig_in, mode = reps.select("id", "text", "_rk"), cfg.normalization
+        else:
+            sig_in, mode = reps.select("id", norm_column(F.col("text"), cfg.normalization).alias("norm"), "_rk"), None
+        sigs = mat(signatures_df(sig_in, params, times, normalization=mode), "signatures")
         timings["signatures"] = time.perf_counter() - t0
         near_map = _near(spark, cfg, params, pkey, reps, sigs, prev, previous_docs, mat, timings, times)
     else:
@@ -261,7 +264,7 @@ def _near(spark, cfg, params, pkey, reps, sigs, prev, previous_docs, mat, timing
         if old_nodes is not None and previous_docs is not None:
             texts = texts.unionByName(previous_docs.select(F.xxhash64("id").alias("node"), "text"))
         norms = texts.join(end_nodes, "node", "left_semi").select(
-            "node", normalize_expr(F.col("text"), cfg.normalization).alias("norm"))
+            "node", norm_column(F.col("text"), cfg.normalization).alias("norm"))
         ends = ends.join(norms, "node", "left")
     else:
         ends = ends.withColumn("norm", F.lit(None).cast("string"))

@@ -6,12 +6,14 @@
 //! `LangId`: py3langid's language identifier over a batch of texts (langid.rs;
 //! shardforge/clean/langid.py). `BpeEncoder`: byte-level BPE with the ids Hugging Face
 //! tokenizers gives for the same tokenizer.json (bpe.rs; shardforge/tokenize/native.py).
+//! `LowerAlnum`: dedup's `lower_alnum` text normalisation (alnum.rs; shardforge/dedup/normalize.py).
 
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 
+mod alnum;
 mod bpe;
 mod langid;
 mod multi;
@@ -203,6 +205,40 @@ fn normalize_texts<'py>(py: Python<'py>, offsets: PyBuffer<i64>, data: PyBuffer<
     Ok((PyBytes::new(py, &offs), PyBytes::new(py, out.as_bytes())))
 }
 
+/// dedup's `lower_alnum` normalisation (alnum.rs), built once per process from the code point
+/// ranges (inclusive) of the letters and digits, and of the characters Python's Unicode assigns.
+#[pyclass(module = "shardforge._native")]
+struct LowerAlnum {
+    keep: CharSet,
+    assigned: CharSet,
+}
+
+#[pymethods]
+impl LowerAlnum {
+    #[new]
+    fn new(keep: Vec<(u32, u32)>, assigned: Vec<(u32, u32)>) -> Self {
+        LowerAlnum { keep: CharSet::new(keep), assigned: CharSet::new(assigned) }
+    }
+
+    /// The normalised texts between consecutive `offsets` in `data`: (int64 offsets, UTF-8
+    /// data) of the results, as little-endian bytes.
+    fn apply<'py>(&self, py: Python<'py>, offsets: PyBuffer<i64>, data: PyBuffer<u8>)
+                  -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+        let docs = texts(slice(&offsets, "offsets")?, slice(&data, "data")?)?;
+        let (offs, out) = py.allow_threads(|| {
+            let mut out = String::with_capacity(docs.iter().map(|d| d.len()).sum());
+            let mut offs: Vec<u8> = Vec::with_capacity((docs.len() + 1) * 8);
+            offs.extend_from_slice(&0i64.to_le_bytes());
+            for d in &docs {
+                alnum::lower_alnum(d, &self.keep, &self.assigned, &mut out);
+                offs.extend_from_slice(&(out.len() as i64).to_le_bytes());
+            }
+            (offs, out)
+        });
+        Ok((PyBytes::new(py, &offs), PyBytes::new(py, out.as_bytes())))
+    }
+}
+
 #[pyfunction]
 fn reasons() -> Vec<&'static str> {
     rules::REASONS.to_vec()
@@ -278,6 +314,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<pii::PiiScan>()?;
     m.add_class::<LangId>()?;
     m.add_class::<BpeEncoder>()?;
+    m.add_class::<LowerAlnum>()?;
     m.add_function(wrap_pyfunction!(reasons, m)?)?;
     m.add_function(wrap_pyfunction!(normalize_texts, m)?)?;
     m.add_function(wrap_pyfunction!(signals, m)?)?;
