@@ -104,20 +104,29 @@ def normalize_arrow(texts, mode: str):
     if mode not in NATIVE_MODES or not COMPILED:
         return pa.array([normalize(t, mode) for t in texts.to_pylist()], kind)
     big = pc.fill_null(texts.cast(pa.large_string()), "")
-    sigma = pc.match_substring(big, "\u03a3")
-    if pc.any(sigma).as_py():
-        # the final-sigma rule reads the case properties of the letters around a capital
-        # sigma, which newer Unicode (Rust's tables) changed for a few: Python lowers these
-        # texts itself (the kernel's lowering of lower-case text changes nothing)
-        lowered = pa.array([t.lower() for t in big.filter(sigma).to_pylist()], pa.large_string())
-        big = pc.replace_with_mask(big, sigma, lowered)
+    res, sigma = _apply(big)
+    if len(sigma):
+        # texts with a capital sigma: Python lowers them (the final-sigma rule), then the
+        # kernel, whose lowering of lower-case text changes nothing
+        lowered = pa.array([t.lower() for t in big.take(pa.array(sigma)).to_pylist()], pa.large_string())
+        mask = np.zeros(len(big), dtype=bool)
+        mask[sigma] = True
+        res = pc.replace_with_mask(res, pa.array(mask), _apply(lowered)[0])
+    return res if kind == pa.large_string() else res.cast(kind)
+
+
+def _apply(big):
+    """The kernel on a large_string array without nulls: (results, indices of the texts with
+    a capital sigma)."""
+    import numpy as np
+
     bufs = big.buffers()
     n = len(big)
     offsets = np.frombuffer(bufs[1], dtype=np.int64)[big.offset:big.offset + n + 1] if n else np.zeros(1, np.int64)
     data = np.frombuffer(bufs[2], dtype=np.uint8) if bufs[2] is not None and bufs[2].size else np.zeros(0, np.uint8)
-    offs, out = _kernel().apply(np.ascontiguousarray(offsets), data)
-    res = pa.LargeStringArray.from_buffers(len(big), pa.py_buffer(offs), pa.py_buffer(out))
-    return res if kind == pa.large_string() else res.cast(kind)
+    offs, out, sigma = _kernel().apply(np.ascontiguousarray(offsets), data)
+    return (pa.LargeStringArray.from_buffers(n, pa.py_buffer(offs), pa.py_buffer(out)),
+            np.frombuffer(sigma, dtype="<u4"))
 
 
 @lru_cache(maxsize=1)

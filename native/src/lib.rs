@@ -221,21 +221,26 @@ impl LowerAlnum {
     }
 
     /// The normalised texts between consecutive `offsets` in `data`: (int64 offsets, UTF-8
-    /// data) of the results, as little-endian bytes.
+    /// data) of the results, as little-endian bytes, and the indices (uint32, little-endian
+    /// bytes) of the texts that hold a capital sigma (their result is right only for a text
+    /// lower-cased before).
     fn apply<'py>(&self, py: Python<'py>, offsets: PyBuffer<i64>, data: PyBuffer<u8>)
-                  -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
+                  -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>)> {
         let docs = texts(slice(&offsets, "offsets")?, slice(&data, "data")?)?;
-        let (offs, out) = py.allow_threads(|| {
+        let (offs, out, sigma) = py.allow_threads(|| {
             let mut out = String::with_capacity(docs.iter().map(|d| d.len()).sum());
             let mut offs: Vec<u8> = Vec::with_capacity((docs.len() + 1) * 8);
+            let mut sigma: Vec<u8> = Vec::new();
             offs.extend_from_slice(&0i64.to_le_bytes());
-            for d in &docs {
-                alnum::lower_alnum(d, &self.keep, &self.assigned, &mut out);
+            for (i, d) in docs.iter().enumerate() {
+                if alnum::lower_alnum(d, &self.keep, &self.assigned, &mut out) {
+                    sigma.extend_from_slice(&(i as u32).to_le_bytes());
+                }
                 offs.extend_from_slice(&(out.len() as i64).to_le_bytes());
             }
-            (offs, out)
+            (offs, out, sigma)
         });
-        Ok((PyBytes::new(py, &offs), PyBytes::new(py, out.as_bytes())))
+        Ok((PyBytes::new(py, &offs), PyBytes::new(py, out.as_bytes()), PyBytes::new(py, &sigma)))
     }
 }
 
