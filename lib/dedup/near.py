@@ -10,7 +10,7 @@ from typing import Iterator
 import numpy as np
 import pyarrow as pa
 from pyspark.accumulators import AccumulatorParam
-from pyspark.sql import DataFrame
+from pyspark.sql import DataFrame, Window
 from pyspark.sql import functions as F
 from pyspark.sql.types import (ArrayType, BinaryType, DoubleType, IntegerType, LongType,
                                StringType, StructField, StructType)
@@ -149,12 +149,14 @@ def candidate_edges(new_bands: DataFrame, old_bands: DataFrame | None) -> DataFr
     if old_bands is not None:
         ob = explode(old_bands).join(nb.select("band", "h").distinct(), ["band", "h"], "left_semi")
         buckets = nb.unionByName(ob)
-    stats = (buckets.groupBy("band", "h")
-             .agg(F.min(F.struct("node", "old")).alias("m"), F.count(F.lit(1)).alias("n"),
-                  F.max(F.when(~F.col("old"), 1).otherwise(0)).alias("has_new"))
-             .where((F.col("n") > 1) & (F.col("has_new") == 1)))
-    edges = (buckets.join(stats, ["band", "h"])
-             .where((F.col("node") != F.col("m.node")) & ~(F.col("old") & F.col("m.old")))
+    # each bucket's smallest member, size and whether it holds a new document, as windows
+    # over the bucket: one shuffle where an aggregate joined back would take two
+    w = Window.partitionBy("band", "h")
+    members = buckets.select(
+        "node", "old", F.min(F.struct("node", "old")).over(w).alias("m"), F.count(F.lit(1)).over(w).alias("n"),
+        F.max(F.when(~F.col("old"), 1).otherwise(0)).over(w).alias("has_new"))
+    edges = (members.where((F.col("n") > 1) & (F.col("has_new") == 1) & (F.col("node") != F.col("m.node"))
+                           & ~(F.col("old") & F.col("m.old")))
              .select(F.least("node", "m.node").alias("src"), F.greatest("node", "m.node").alias("dst")))
     return edges.distinct()
 
