@@ -73,20 +73,22 @@ def _kernel():
         from shardforge._native import LowerAlnum
     except ImportError as e:
         raise ImportError(MISSING) from e
-    cats = [unicodedata.category(chr(c)) for c in range(sys.maxunicode + 1)]
-    return LowerAlnum(_runs(i for i, k in enumerate(cats) if k[0] in "LN"),
-                      _runs(i for i, k in enumerate(cats) if k != "Cn"))
+    import numpy as np
+
+    cats = np.array([unicodedata.category(chr(c)) for c in range(sys.maxunicode + 1)], dtype="<U2")
+    major = cats.view("<U1")[::2]              # each category's first letter
+    return LowerAlnum(_runs((major == "L") | (major == "N")), _runs(cats != "Cn"))
 
 
-def _runs(codes) -> list[tuple[int, int]]:
-    """Ascending code points -> inclusive (lo, hi) runs."""
-    runs: list[list[int]] = []
-    for c in codes:
-        if runs and runs[-1][1] == c - 1:
-            runs[-1][1] = c
-        else:
-            runs.append([c, c])
-    return [(a, b) for a, b in runs]
+def _runs(mask) -> list[tuple[int, int]]:
+    """The code points where `mask` (one bool per code point) holds, as inclusive (lo, hi) runs."""
+    import numpy as np
+
+    cps = np.flatnonzero(mask)
+    if not len(cps):
+        return []
+    cut = np.flatnonzero(np.diff(cps) != 1)
+    return list(zip(np.r_[cps[0], cps[cut + 1]].tolist(), np.r_[cps[cut], cps[-1]].tolist()))
 
 
 def normalize_arrow(texts, mode: str):
