@@ -18,14 +18,8 @@ bench/results/dedup_normalize.json.
 """
 from __future__ import annotations
 
-import argparse
-import json
-import os
-import platform
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -34,22 +28,19 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--docs", type=int, default=20_000)
-    ap.add_argument("--rounds", type=int, default=3)
-    args = ap.parse_args()
+    from session_bench import session_bench
 
+    with session_bench(__doc__.splitlines()[0], "sf-norm-") as (args, corpus, spark, work):
+        run(args, corpus, spark, work)
+
+
+def run(args, corpus, spark, work) -> None:
     import pyarrow.parquet as pq
-    from corpus import ensure_corpus
     from pyspark.sql import functions as F
+    from session_bench import machine, save
 
-    from shardforge.config import SparkSection
     from shardforge.dedup.normalize import norm_column, normalize, normalize_arrow, normalize_expr
-    from shardforge.engine.session import get_spark
 
-    corpus = ensure_corpus(ROOT / f".bench/corpus-{args.docs}.jsonl", args.docs)
-    spark = get_spark(SparkSection(master="local[2]", properties={"spark.ui.enabled": "false"}))
-    work = Path(tempfile.mkdtemp(prefix="sf-norm-"))
     spark.read.json(str(corpus)).select("text").repartition(6).write.parquet(str(work / "texts"))
     df = spark.read.parquet(str(work / "texts"))
     text = F.col("text")
@@ -88,7 +79,7 @@ def main() -> None:
     ratio = statistics.median((s - f) / (k - f) for s, k, f in zip(times["spark sql"], times["kernel"],
                                                                     times["read + sha256 (floor)"]))
     result = {"docs": args.docs, "text_mb": round(mb, 1), "rounds": args.rounds,
-              "machine": f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}",
+              "machine": machine(),
               "seconds": {k: [round(x, 2) for x in v] for k, v in times.items()},
               "median_s": {k: round(v, 2) for k, v in med.items()},
               "normalisation_spark_sql_over_kernel": round(ratio, 2),
@@ -99,10 +90,7 @@ def main() -> None:
         print(f"  {k:22s} {v:6.2f}  (over the floor: {over[k]:+.2f})")
     print(f"  normalisation, same-round ratio spark sql / kernel (over the floor): {ratio:.2f}x; rows that differ: {same}")
     print(f"  one process: kernel {mb / kernel_s:.0f} MB/s, Python reference {sub_mb / ref_s:.1f} MB/s")
-    (ROOT / "bench/results").mkdir(exist_ok=True)
-    (ROOT / "bench/results/dedup_normalize.json").write_text(json.dumps(result, indent=2) + "\n")
-    shutil.rmtree(work, ignore_errors=True)
-    spark.stop()
+    save("dedup_normalize", result)
 
 
 if __name__ == "__main__":

@@ -18,14 +18,10 @@ Prints a table and writes bench/results/rejects_write.json.
 """
 from __future__ import annotations
 
-import argparse
-import json
 import os
-import platform
 import shutil
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -34,25 +30,23 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--docs", type=int, default=20_000)
-    ap.add_argument("--rounds", type=int, default=3)
-    args = ap.parse_args()
+    from session_bench import session_bench
 
-    from corpus import ensure_corpus
+    with session_bench(__doc__.splitlines()[0], "sf-rejects-") as (args, corpus, spark, work):
+        run(args, corpus, spark, work)
+
+
+def run(args, corpus, spark, work) -> None:
     from pyspark.sql import functions as F
+    from session_bench import machine, save
 
-    from shardforge.config import Config, IngestSection, SparkSection
+    from shardforge.config import Config, IngestSection
     from shardforge.curated.tables import append_rejects
-    from shardforge.engine.session import get_spark
     from shardforge.ingest.stage import read_documents
     from shardforge.redact.privacy import PARAM_RE, REDACTED, USERINFO_RE, sanitize_urls
     from shardforge.redact.stage import redact_columns, rejects_for_output
     from shardforge.stage import rejects
 
-    corpus = ensure_corpus(ROOT / f".bench/corpus-{args.docs}.jsonl", args.docs)
-    spark = get_spark(SparkSection(master="local[2]", properties={"spark.ui.enabled": "false"}))
-    work = Path(tempfile.mkdtemp(prefix="sf-rejects-"))
     read_documents(spark, [str(corpus)], IngestSection()).kept.write.parquet(str(work / "docs"))
     docs = spark.read.parquet(str(work / "docs"))
     cfg = Config()
@@ -87,7 +81,7 @@ def main() -> None:
     med = {k: statistics.median(v) for k, v in times.items()}
     ratio = statistics.median(p / s for p, s in zip(times["urls: patterns"], times["urls: shardforge"]))
     result = {"docs": args.docs, "corpus_mb": round(mb, 1), "rounds": args.rounds,
-              "machine": f"{os.cpu_count()} cores, {platform.machine()}, Python {platform.python_version()}",
+              "machine": machine(),
               "seconds": {k: [round(x, 2) for x in v] for k, v in times.items()},
               "median_s": {k: round(v, 2) for k, v in med.items()},
               "urls_patterns_over_shardforge": round(ratio, 2),
@@ -97,10 +91,7 @@ def main() -> None:
     for k, v in med.items():
         print(f"  {k:18s} {v:6.2f}  (over parquet: {v - med['parquet']:+.2f})")
     print(f"  URL pass, same-round ratio patterns / shardforge: {ratio:.2f}x")
-    (ROOT / "bench/results").mkdir(exist_ok=True)
-    (ROOT / "bench/results/rejects_write.json").write_text(json.dumps(result, indent=2) + "\n")
-    shutil.rmtree(work, ignore_errors=True)
-    spark.stop()
+    save("rejects_write", result)
 
 
 if __name__ == "__main__":
