@@ -11,7 +11,8 @@ The exact key is sha256 of the normalised text (text rows) or of the image bytes
 
 Three forms of the same normalisation: `normalize` (pure Python, the reference),
 `normalize_expr` (Spark SQL) and `normalize_arrow` (Arrow arrays; `lower_alnum` through the
-compiled kernel, about 10x Spark's regular expression on web text). `norm_column` is what the
+compiled kernel: about 240 MB/s per core on web text, against about 30 for Spark's regular
+expression; bench/dedup_normalize.py). `norm_column` is what the
 dedup stage uses: the kernel for `lower_alnum`, Spark SQL for the other modes.
 """
 from __future__ import annotations
