@@ -30,6 +30,10 @@ class StageSpec:
     # keys naming files or folders (or lists of them) whose content the fingerprint covers (same forms)
     content_of: tuple[str, ...] = ()
     listable: bool = True               # may appear in pipeline.stages (else the runner adds it)
+    # (extra, Layout field): written extras merged by id into these Delta tables once the
+    # stages are done, beside the run's other table writes (also from a reused stage: merges
+    # are idempotent, so a run killed before them completes them when resumed)
+    tables: tuple[tuple[str, str], ...] = ()
 
     @property
     def is_source(self) -> bool:
@@ -60,7 +64,8 @@ _SPECS = (
               output="decontaminate", ignore=("decontaminate.benchmarks[].path",),
               content_of=("decontaminate.benchmarks[].path",)),
     StageSpec("redact", reads=("redact",), function="redact", output="redact", output_schema="CURATED"),
-    StageSpec("dedup", reads=("dedup",), function="dedup", output="dedup", ignore=("dedup.checkpoint_dir",)),
+    StageSpec("dedup", reads=("dedup",), function="dedup", output="dedup", ignore=("dedup.checkpoint_dir",),
+              tables=(("audit", "dedup_audit"),)),
     # the tokenizer file is covered by its content (sha256), not by its path
     StageSpec("tokenize", reads=("tokenize",), function="tokenize", output="tokenize",
               ignore=("tokenize.tokenizer",), content_of=("tokenize.tokenizer",)),

@@ -251,8 +251,7 @@ class Runner:
             prev = done
         any_reused = any(d.reused for d in ctx.done.values())
         self.run.report["resumed_from"] = first_ran if any_reused else None
-        self._publish_last(ctx, prev)
-        self._write_rejects(ctx)
+        self._write_tables(ctx, prev)
         from shardforge.redact.privacy import privacy_report
 
         self.run.report["privacy"] = privacy_report(self.cfg)
@@ -377,6 +376,31 @@ class Runner:
                                                                               default=str))
 
     # -- after the stages -----------------------------------------------------------------
+    def _write_tables(self, ctx: StageContext, last: Done | None) -> None:
+        """The run's table writes once its stages are done, side by side in threads of one
+        session: the last stage's rows (then the dedup side table), the rejects, and the
+        stages' extra tables (StageSpec.tables). They touch different Delta tables and each
+        is an idempotent merge, so their order does not matter; most of a small write's time
+        is the driver's commit bookkeeping, which threads overlap. Every write finishes
+        before an error is raised (the first one)."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        writes = [lambda: self._publish_last(ctx, last), lambda: self._write_rejects(ctx)]
+        for done in ctx.done.values():
+            for extra, field_name in done.spec.tables:
+                if done.extras.get(extra) is not None:
+                    writes.append(lambda d=done, e=extra, f=field_name: self._merge_extra(d, e, f))
+        with ThreadPoolExecutor(max_workers=len(writes), thread_name_prefix="shardforge-write") as pool:
+            futures = [pool.submit(w) for w in writes]
+        for f in futures:
+            f.result()
+
+    def _merge_extra(self, done: Done, extra: str, field_name: str) -> None:
+        from shardforge.curated.tables import merge_new
+
+        with self.run.timed(field_name):
+            merge_new(self.spark, done.extras[extra], getattr(self.layout, field_name), key="id")
+
     def _publish_last(self, ctx: StageContext, last: Done | None) -> None:
         """A plan that ends on a row stage other than curate publishes its rows to that
         stage's table (merged by id, so a rerun adds nothing)."""

@@ -232,9 +232,7 @@ def dedup(ctx: StageContext, df: DataFrame) -> StageOutput:
         log.info("dedup: reusing what an earlier attempt finished: %s", ", ".join(res.reused))
 
     def finish(done) -> dict:
-        audit = done.extras["audit"]
-        with ctx.timed("dedup_audit"):
-            merge_new(spark, audit, layout.dedup_audit, key="id")
+        audit = done.extras["audit"]     # merged into layout.dedup_audit by the runner (StageSpec.tables)
         # a shared dedup.checkpoint_dir keeps other outputs' folders; <output>/_checkpoints goes whole
         delete_path(spark, res.scratch if ctx.cfg.dedup.checkpoint_dir else checkpoint)
         return {"duplicates": summary(audit), "dedup_timings": {k: round(v, 3) for k, v in res.timings.items()},
