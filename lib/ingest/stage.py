@@ -126,41 +126,52 @@ def _read_jsonl(spark: SparkSession, path: str | list[str], cfg: IngestSection, 
     big = F.octet_length("_line") > cfg.max_record_bytes
     res = _parse_jsonl(lines.filter(~big), cfg)
     over = lines.filter(big).select(F.col("_file").alias("source"), F.octet_length("_line").alias("_size"))
-    return StageResult(res.kept, res.rejected.unionByName(_too_large(over, cfg, "line")))
+    return StageResult(res.kept, res.rejected.unionByName(_too_large(over, cfg, "line")), shared=res.shared)
 
 
 def _parse_jsonl(lines: DataFrame, cfg: IngestSection) -> StageResult:
-    """JSONL lines (`_line`, `_file`) to documents and rejects."""
+    """JSONL lines (`_line`, `_file`; with the Python reader's `_reason` and `_detail`, its
+    rows already rejected) to documents and rejects. Every line is parsed once: `shared` (for
+    the runner to persist) holds the parsed fields, the other keys as JSON text, and the
+    line itself only where it is rejected, so kept rows and rejects both read it."""
     declared = declared_schema(cfg)
     named_cols = (cfg.id_column, cfg.text_column, cfg.source_column, "url")
     known = f"`{cfg.id_column}` string, `{cfg.text_column}` string, `{cfg.source_column}` string, url string"
     typed = "".join(f", `{f.name}` {f.dataType.simpleString()}" for f in declared.fields if f.name not in named_cols)
     parse = F.from_json("_line", known + typed + ", _corrupt string",
                         {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt"})
-    # one parse per line: through a plain projection the optimizer pushes the filters below
-    # into the parse's place, and the line was parsed once per condition and again after them;
-    # a one-element explode keeps the parsed struct a column of its own
-    parsed = lines.select("_line", "_file", F.explode(F.array(parse)).alias("_j"))
+    marked = "_reason" in lines.columns
+    # a one-element explode keeps the parsed struct a column of its own: through a plain
+    # projection the optimizer pushes the filters below into the parse's place, and the line
+    # was parsed once per condition and again after them
+    parsed = lines.select("*", F.explode(F.array(parse)).alias("_j"))
+    line_ok = F.col("_reason").isNull() if marked else F.lit(True)
     blank = F.trim(F.col("_line")) == ""
-    not_json = F.from_json("_line", "map<string,string>").isNull()
     malformed = F.col("_j").isNull() | F.col("_j._corrupt").isNotNull()
-    not_object = ~F.trim(F.col("_line")).startswith("{")
-    ok = parsed.filter(~blank & ~malformed)
     skip = [*named_cols, *declared.fieldNames()]
     # the line's other keys as JSON text; parsed as a map only on lines that have such keys
     # (a second whole parse of every 6 KB line cost more than the typed parse itself)
     has_extras = F.exists(F.json_object_keys("_line"), lambda k: ~k.isin(*skip))
     extras = F.map_filter(F.from_json("_line", "map<string,string>"), lambda k, v: ~k.isin(*skip))
-    named = ok.select(
+    good = line_ok & ~blank & ~malformed
+    shared = parsed.select(
+        "_file", "_j", good.alias("_good"),
+        F.when(good, F.when(has_extras, F.to_json(extras))).alias("_meta"),
+        F.when(~good, F.col("_line")).alias("_line"),
+        (F.col("_reason") if marked else F.lit(None).cast("string")).alias("_reason"),
+        (F.col("_detail") if marked else F.lit(None).cast("string")).alias("_detail"))
+    named = shared.filter("_good").select(
         F.col(f"_j.`{cfg.id_column}`").alias("id"),
         F.col(f"_j.`{cfg.text_column}`").alias("text"),
         F.coalesce(F.col(f"_j.`{cfg.source_column}`"), F.col("_file")).alias("source"),
         F.col("_j.url").alias("url"),
-        F.when(has_extras, F.to_json(extras)).alias("meta"),
+        F.col("_meta").alias("meta"),
         *[F.col(f"_j.`{f.name}`").alias(f.name) for f in declared.fields if f.name not in named_cols],
     )
     docs, missing = _split_missing_text(named)
-    bad = parsed.filter(blank | malformed).select(
+    not_json = F.from_json("_line", "map<string,string>").isNull()
+    not_object = ~F.trim(F.col("_line")).startswith("{")
+    bad = shared.filter(~F.col("_good") & F.col("_reason").isNull()).select(
         F.lit(None).cast("string").alias("id"), F.col("_file").alias("source"),
         F.col("_line").alias("line"),
         F.when(blank, "invalid:blank_line").when(not_object, "invalid:not_an_object")
@@ -168,7 +179,10 @@ def _parse_jsonl(lines: DataFrame, cfg: IngestSection) -> StageResult:
             F.lit("invalid:column_type" if len(declared) else "invalid:malformed_json")).alias("_reason"))
     rej = rejects(bad, "ingest", F.col("_reason"), F.substring("line", 1, 200)).unionByName(
         rejects(missing, "ingest", "invalid:missing_text"))
-    return StageResult(_finish(docs), rej)
+    if marked:
+        unread = shared.filter(F.col("_reason").isNotNull()).select(F.col("_file").alias("source"), "_reason", "_detail")
+        rej = rej.unionByName(rejects(unread, "ingest", F.col("_reason"), F.col("_detail")))
+    return StageResult(_finish(docs), rej, shared=(shared,))
 
 
 def _split_missing_text(df: DataFrame) -> tuple[DataFrame, DataFrame]:
@@ -239,11 +253,7 @@ def _python_read(spark: SparkSession, files: list, cfg: IngestSection) -> list[t
     out = []
     jsonl = [f for f in files if f.format.startswith("jsonl")]
     if jsonl:
-        marked = pyread.jsonl(spark, jsonl, cfg.max_record_bytes)
-        res = _parse_jsonl(marked.filter(F.col("_reason").isNull()).select("_line", "_file"), cfg)
-        bad = marked.filter(F.col("_reason").isNotNull()).withColumnRenamed("_file", "source")
-        rej = res.rejected.unionByName(rejects(bad, "ingest", F.col("_reason"), F.col("_detail")))
-        out.append((StageResult(res.kept, rej, shared=(marked,)), None))
+        out.append((_parse_jsonl(pyread.jsonl(spark, jsonl, cfg.max_record_bytes), cfg), None))
     warc = [f for f in files if f.format == "warc"]
     if warc:
         marked = pyread.warc(spark, warc, PageLimits(cfg.max_page_bytes, cfg.extract_timeout))
