@@ -156,3 +156,19 @@ def test_a_session_maps_the_archive_that_setup_builds():
     env = {k: v for k, v in os.environ.items() if k not in ("SPARK_SUBMIT_OPTS", "PYSPARK_GATEWAY_PORT")}
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env)
     assert proc.returncode == 0 and "rows 10" in proc.stdout, proc.stderr[-3000:]
+
+
+def test_the_warm_up_job_runs_one_python_task_per_core_and_can_be_turned_off(spark, monkeypatch):
+    from shardforge.engine.session import WARM_UP_GROUP, warm_up
+
+    monkeypatch.setenv("SHARDFORGE_WARM_UP", "0")
+    assert warm_up(spark, 2) is None
+    monkeypatch.delenv("SHARDFORGE_WARM_UP")
+    thread = warm_up(spark, 2)
+    thread.join()
+    tracker = spark.sparkContext.statusTracker()
+    jobs = [tracker.getJobInfo(j) for j in tracker.getJobIdsForGroup(WARM_UP_GROUP)]
+    # a failure would only be logged (it never fails a run): the job must have succeeded here
+    assert jobs and all(j.status == "SUCCEEDED" for j in jobs)
+    stages = [tracker.getStageInfo(s) for j in jobs for s in j.stageIds]
+    assert sum(s.numTasks for s in stages if s is not None) == 2

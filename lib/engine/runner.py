@@ -505,11 +505,15 @@ def run_job(cfg: Config, stages, *, layout: Layout, options: RunOptions = RunOpt
     lock = None
     if _lock_before_session(cfg, layout, spark):
         lock = RunLock(layout.lock, LocalFiles(), timeout=cfg.pipeline.lock_timeout).acquire()
+    warm = None
     try:
         if spark is None:
-            from shardforge.engine.session import get_spark
+            from shardforge.engine.session import get_spark, local_cores, warm_up
 
             spark = get_spark(cfg.spark)
+            master = spark.sparkContext.master
+            if master.startswith("local"):
+                warm = warm_up(spark, local_cores(master))
         if lock is None:
             lock = RunLock(layout.lock, HadoopFiles(spark), timeout=cfg.pipeline.lock_timeout).acquire()
         from shardforge.ingest.stage import declared_schema
@@ -517,5 +521,7 @@ def run_job(cfg: Config, stages, *, layout: Layout, options: RunOptions = RunOpt
         declared_schema(cfg.ingest)    # Spark parses the declared JSONL column types: a ConfigError names a bad one
         return Runner(spark, cfg, layout, stages, options, name=name).execute()
     finally:
+        if warm is not None:
+            warm.join()
         if lock is not None:
             lock.release()
