@@ -355,11 +355,29 @@ class Runner:
         frames = {"kept": out.kept, "rejected": out.rejected, **out.extras}
         written: dict[str, DataFrame] = {}
         schemas: dict[str, Any] = {}
-        for name, df in frames.items():
+
+        def write(name: str) -> None:
+            df = frames[name]
             path = self._dir(spec.name, name)
             df.write.mode("overwrite").parquet(path)
             written[name] = self.load(Handle("parquet", path), df.schema)
             schemas[name] = df.schema.jsonValue()
+
+        # kept first, alone: it fills the shared frames' cache, which the other parts then
+        # read; those (rejects, extras: mostly small) are written side by side in threads, so
+        # their jobs' fixed driver-side costs overlap
+        write("kept")
+        rest = [n for n in frames if n != "kept"]
+        if len(rest) == 1:
+            write(rest[0])
+        else:
+            from concurrent.futures import ThreadPoolExecutor
+
+            with ThreadPoolExecutor(max_workers=len(rest), thread_name_prefix="shardforge-part") as pool:
+                futures = [pool.submit(write, n) for n in rest]
+            for f in futures:
+                f.result()
+        schemas = {n: schemas[n] for n in frames}      # in the parts' order, as before
         for f in shared:
             f.unpersist()
         entry = self.run.count(spec.name, written["kept"], written["rejected"])
