@@ -161,14 +161,27 @@ def test_a_session_maps_the_archive_that_setup_builds():
 def test_the_warm_up_job_runs_one_python_task_per_core_and_can_be_turned_off(spark, monkeypatch):
     from shardforge.engine.session import WARM_UP_GROUP, warm_up
 
+    tracker = spark.sparkContext.statusTracker()
+    before = set(tracker.getJobIdsForGroup(WARM_UP_GROUP))      # the shared session may have had others
     monkeypatch.setenv("SHARDFORGE_WARM_UP", "0")
     assert warm_up(spark, 2) is None
     monkeypatch.delenv("SHARDFORGE_WARM_UP")
     thread = warm_up(spark, 2)
     thread.join()
-    tracker = spark.sparkContext.statusTracker()
-    jobs = [tracker.getJobInfo(j) for j in tracker.getJobIdsForGroup(WARM_UP_GROUP)]
+    jobs = [tracker.getJobInfo(j) for j in set(tracker.getJobIdsForGroup(WARM_UP_GROUP)) - before]
     # a failure would only be logged (it never fails a run): the job must have succeeded here
     assert jobs and all(j.status == "SUCCEEDED" for j in jobs)
     stages = [tracker.getStageInfo(s) for j in jobs for s in j.stageIds]
     assert sum(s.numTasks for s in stages if s is not None) == 2
+
+
+
+def test_side_by_side_calls_see_the_session_as_their_threads_active_one(spark):
+    """Delta's helpers (`is_delta` on an s3a:// path) look the session up per thread."""
+    from pyspark.sql import SparkSession
+
+    from shardforge.engine.runner import side_by_side
+
+    seen = []
+    side_by_side(spark, [lambda: seen.append(SparkSession.getActiveSession()) for _ in range(3)])
+    assert len(seen) == 3 and all(s is not None and s._jsparkSession.equals(spark._jsparkSession) for s in seen)

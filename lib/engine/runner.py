@@ -371,12 +371,7 @@ class Runner:
         if len(rest) == 1:
             write(rest[0])
         else:
-            from concurrent.futures import ThreadPoolExecutor
-
-            with ThreadPoolExecutor(max_workers=len(rest), thread_name_prefix="shardforge-part") as pool:
-                futures = [pool.submit(write, n) for n in rest]
-            for f in futures:
-                f.result()
+            side_by_side(self.spark, [lambda n=n: write(n) for n in rest])
         schemas = {n: schemas[n] for n in frames}      # in the parts' order, as before
         for f in shared:
             f.unpersist()
@@ -401,17 +396,12 @@ class Runner:
         is an idempotent merge, so their order does not matter; most of a small write's time
         is the driver's commit bookkeeping, which threads overlap. Every write finishes
         before an error is raised (the first one)."""
-        from concurrent.futures import ThreadPoolExecutor
-
         writes = [lambda: self._publish_last(ctx, last), lambda: self._write_rejects(ctx)]
         for done in ctx.done.values():
             for extra, field_name in done.spec.tables:
                 if done.extras.get(extra) is not None:
                     writes.append(lambda d=done, e=extra, f=field_name: self._merge_extra(d, e, f))
-        with ThreadPoolExecutor(max_workers=len(writes), thread_name_prefix="shardforge-write") as pool:
-            futures = [pool.submit(w) for w in writes]
-        for f in futures:
-            f.result()
+        side_by_side(self.spark, writes)
 
     def _merge_extra(self, done: Done, extra: str, field_name: str) -> None:
         from shardforge.curated.tables import merge_new
@@ -447,6 +437,27 @@ class Runner:
 
         with self.run.timed("rejects"):
             append_rejects(self.spark, rejects_for_output(rej, self.cfg), self.layout.rejects)
+
+
+def side_by_side(spark: SparkSession, calls: list) -> None:
+    """Run `calls` (no arguments each) side by side in threads of this session, each with the
+    session as its thread's active one (Spark's is per thread: `is_delta` on a remote path
+    and Delta's helpers look it up); every call finishes before the first error is raised."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def in_session(call):
+        def run():
+            spark._jvm.SparkSession.setActiveSession(spark._jsparkSession)
+            try:
+                return call()
+            finally:
+                spark._jvm.SparkSession.clearActiveSession()
+        return run
+
+    with ThreadPoolExecutor(max_workers=max(1, len(calls)), thread_name_prefix="shardforge-write") as pool:
+        futures = [pool.submit(in_session(c)) for c in calls]
+    for f in futures:
+        f.result()
 
 
 def validate(cfg: Config, stages: tuple[str, ...]) -> None:
@@ -528,9 +539,10 @@ def run_job(cfg: Config, stages, *, layout: Layout, options: RunOptions = RunOpt
         if spark is None:
             from shardforge.engine.session import get_spark, local_cores, warm_up
 
+            fresh = SparkSession.getActiveSession() is None
             spark = get_spark(cfg.spark)
             master = spark.sparkContext.master
-            if master.startswith("local"):
+            if fresh and master.startswith("local"):     # a session started here: its workers are cold
                 warm = warm_up(spark, local_cores(master))
         if lock is None:
             lock = RunLock(layout.lock, HadoopFiles(spark), timeout=cfg.pipeline.lock_timeout).acquire()

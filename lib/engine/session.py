@@ -176,7 +176,8 @@ def warm_up(spark, cores: int):
     session), or None when `SHARDFORGE_WARM_UP=0`. A failure here is only logged: the
     run's own first job starts its workers as before."""
     import logging
-    import threading
+
+    from pyspark import InheritableThread
 
     if os.environ.get("SHARDFORGE_WARM_UP", "1") == "0":
         return None
@@ -189,7 +190,9 @@ def warm_up(spark, cores: int):
         except Exception as exc:   # noqa: BLE001 - a warm-up never fails a run
             logging.getLogger(__name__).debug("warm-up job failed: %s", exc)
 
-    thread = threading.Thread(target=run, name="shardforge-warm-up", daemon=True)
+    # an InheritableThread closes its connection to the JVM when it ends, so its job group is
+    # never carried by a later thread's jobs
+    thread = InheritableThread(target=run, name="shardforge-warm-up", daemon=True)
     thread.start()
     return thread
 
