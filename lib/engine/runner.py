@@ -367,11 +367,7 @@ class Runner:
         # read; those (rejects, extras: mostly small) are written side by side in threads, so
         # their jobs' fixed driver-side costs overlap
         write("kept")
-        rest = [n for n in frames if n != "kept"]
-        if len(rest) == 1:
-            write(rest[0])
-        else:
-            side_by_side(self.spark, [lambda n=n: write(n) for n in rest])
+        side_by_side(self.spark, [lambda n=n: write(n) for n in frames if n != "kept"])
         schemas = {n: schemas[n] for n in frames}      # in the parts' order, as before
         for f in shared:
             f.unpersist()
@@ -442,8 +438,14 @@ class Runner:
 def side_by_side(spark: SparkSession, calls: list) -> None:
     """Run `calls` (no arguments each) side by side in threads of this session, each with the
     session as its thread's active one (Spark's is per thread: `is_delta` on a remote path
-    and Delta's helpers look it up); every call finishes before the first error is raised."""
+    and Delta's helpers look it up); every call finishes before the first error is raised.
+    A single call runs in the calling thread."""
     from concurrent.futures import ThreadPoolExecutor
+
+    if len(calls) <= 1:
+        for call in calls:
+            call()
+        return
 
     def in_session(call):
         def run():
