@@ -104,3 +104,46 @@ def test_missing_input_and_unknown_key_are_clear_cli_errors(spark, tmp_path, cap
     assert "shards.num_shard: unknown key" in capsys.readouterr().err
     code = main(["build-shards", "--input", str(tmp_path / "nope"), "--output", str(tmp_path / "o")])
     assert code == 2 and "input not found" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("broadcast_limit", [100_000, 0], ids=["repeated-ids-broadcast", "every-row-by-id"])
+def test_repeated_ids_keep_the_row_with_the_smallest_text_hash_and_source(spark, monkeypatch, broadcast_limit):
+    """The ingest stage's one-row-per-id rule, on both of its paths (the few repeated ids
+    broadcast to the rows; every row ranked by id): the expected rows come from the rule as
+    written, computed here in Python."""
+    import hashlib
+
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    import shardforge.engine.steps as steps
+
+    monkeypatch.setattr(steps, "BROADCAST_REPEATED_IDS", broadcast_limit)
+    rows = [("a", "zeta", "s2"), ("a", "alpha", "s1"), ("a", "alpha", "s0"), ("b", "only", "s1"),
+            ("c", "one", "s1"), ("c", "one", "s1"), (None, "no id", "s1"), (None, "no id either", "s1")]
+    rows += [(f"u{i}", f"unique text {i}", "s3") for i in range(40)]
+    schema = StructType([StructField("id", StringType()), StructField("text", StringType()),
+                         StructField("source", StringType())])
+    df = spark.createDataFrame(rows, schema).repartition(3)
+    res = steps.unique_ids(df)
+
+    def rank(r):
+        return hashlib.sha256(r[1].encode()).hexdigest(), r[2]
+    groups: dict = {}
+    for r in rows:
+        groups.setdefault(r[0], []).append(r)
+    want_kept = sorted((min(g, key=rank) for g in groups.values()), key=repr)
+    kept = sorted((tuple(r) for r in res.kept.select("id", "text", "source").collect()), key=repr)
+    assert kept == want_kept
+    rejected = res.rejected.collect()
+    assert sorted((r.id, r.reason) for r in rejected if r.id) == [("a", "invalid:duplicate_id"),
+                                                                 ("a", "invalid:duplicate_id"),
+                                                                 ("c", "invalid:duplicate_id")]
+    assert len(rejected) == 4 and len(kept) + len(rejected) == len(rows)
+
+
+def test_unique_ids_pass_through_with_nothing_rejected(spark):
+    import shardforge.engine.steps as steps
+
+    df = spark.createDataFrame([(f"u{i}", f"text {i}", "s") for i in range(30)], "id string, text string, source string")
+    res = steps.unique_ids(df)
+    assert res.kept.count() == 30 and res.rejected.count() == 0

@@ -82,6 +82,12 @@ def _prep(df: DataFrame, cfg: DedupSection) -> DataFrame:
     return out.withColumn("_grp", group)
 
 
+def _ids_repeat(df: DataFrame) -> bool:
+    """Whether some id is on more than one row (null counts as an id). One Spark job that reads
+    and shuffles the id column only."""
+    return bool(df.groupBy("id").agg(F.count(F.lit(1)).alias("_c")).where(F.col("_c") > 1).limit(1).count())
+
+
 # a near map of at most this many bytes (ids plus 40 per row) is broadcast to the assembly
 # instead of joined by a shuffle; above it, every row's outcome is materialised once (the
 # outputs then read it). Below Spark's 10 MB broadcast threshold, which the no-funnel check
@@ -124,11 +130,14 @@ def dedup(df: DataFrame, cfg: DedupSection, *, previous: DataFrame | None = None
                .when(F.col("_empty"), F.lit("invalid:empty_text")))
     d = d.withColumn("_reason", invalid)
 
-    # 2. one id, one content: later rows reusing an id for other content are rejected
-    by_id = Window.partitionBy("id").orderBy("_rk", "_key", "_rowh")
-    d = d.withColumn("_id_key", F.first("_key").over(by_id.rowsBetween(Window.unboundedPreceding, 0)))
-    d = d.withColumn("_reason", F.coalesce("_reason", F.when(F.col("_key") != F.col("_id_key"),
-                                                             F.lit("invalid:duplicate_id"))))
+    # 2. one id, one content: later rows reusing an id for other content are rejected. A batch
+    # from `ingest` has unique ids: one job over the id column finds that out, and then no row
+    # is shuffled by id
+    if _ids_repeat(df):
+        by_id = Window.partitionBy("id").orderBy("_rk", "_key", "_rowh")
+        d = d.withColumn("_id_key", F.first("_key").over(by_id.rowsBetween(Window.unboundedPreceding, 0)))
+        d = d.withColumn("_reason", F.coalesce("_reason", F.when(F.col("_key") != F.col("_id_key"),
+                                                                 F.lit("invalid:duplicate_id"))))
     prev = None
     if previous is not None:
         prev = previous.select("id", "exact_key", "length", "quality", "signature", "bands", "params")

@@ -351,7 +351,7 @@ class Runner:
         """Write kept, rejected and extras as Parquet (the stage's kernels run once: the
         shared frame is persisted while its parts are written), read them back, count."""
         shared = out.shared if isinstance(out.shared, (tuple, list)) else (out.shared,)
-        shared = [self.run.persist(f) for f in shared if f is not None]
+        shared = [f if f.is_cached else self.run.persist(f) for f in shared if f is not None]
         frames = {"kept": out.kept, "rejected": out.rejected, **out.extras}
         written: dict[str, DataFrame] = {}
         schemas: dict[str, Any] = {}

@@ -21,16 +21,41 @@ from shardforge.stage import StageResult, empty_rejects, rejects
 log = logging.getLogger("shardforge.engine.steps")
 
 
+# ids that occur more than once in a batch are few; up to this many they are broadcast to the
+# rows, so only those rows are shuffled by id, not the whole batch (ids are short: 100,000 of
+# them stay far below Spark's 10 MB broadcast threshold)
+BROADCAST_REPEATED_IDS = 100_000
+
+
 def unique_ids(df: DataFrame) -> StageResult:
     """One row per id: of rows sharing an id, the one with the smallest (sha256(text), source)
     is kept; the others are rejected as `invalid:duplicate_id` (exact copies included:
-    the dedup stage only sees distinct ids)."""
+    the dedup stage only sees distinct ids).
+
+    One job counts the repeated ids (a shuffle of the ids alone). None: the rows pass as they
+    are. A few: only the rows with those ids are ranked. Many: every row is ranked by id.
+    Runs that job eagerly, so `df` should be cheap to read twice (persisted, or files)."""
+    repeated = df.groupBy("id").agg(F.count(F.lit(1)).alias("_c")).where(F.col("_c") > 1).select("id")
+    n = repeated.count()
+    if n == 0:
+        return StageResult(df, empty_rejects(df.sparkSession))
+    if n > BROADCAST_REPEATED_IDS:
+        ranked = _rank_by_id(df)
+        return StageResult(ranked.filter("_n = 1").drop("_n"),
+                           rejects(ranked.filter("_n > 1"), "ingest", "invalid:duplicate_id"))
+    marks = F.broadcast(repeated.select(F.col("id").alias("_rid"), F.lit(True).alias("_rep")))
+    flagged = df.join(marks, df["id"].eqNullSafe(marks["_rid"]), "left").drop("_rid")
+    ranked = _rank_by_id(flagged.where(F.col("_rep")).drop("_rep"))
+    kept = flagged.where(F.col("_rep").isNull()).drop("_rep").unionByName(ranked.filter("_n = 1").drop("_n"))
+    return StageResult(kept, rejects(ranked.filter("_n > 1"), "ingest", "invalid:duplicate_id"))
+
+
+def _rank_by_id(df: DataFrame) -> DataFrame:
+    """`df` with _n: 1 for the row that keeps its id, 2, 3, ... for the others."""
     image = F.col("image") if "image" in df.columns else F.lit(None).cast("binary")
     w = Window.partitionBy("id").orderBy(F.sha2(F.coalesce("text", F.lit("")), 256), F.col("source"),
                                          F.sha2(F.coalesce(image, F.lit(b"").cast("binary")), 256))
-    ranked = df.withColumn("_n", F.row_number().over(w))
-    kept = ranked.filter("_n = 1").drop("_n")
-    return StageResult(kept, rejects(ranked.filter("_n > 1"), "ingest", "invalid:duplicate_id"))
+    return df.withColumn("_n", F.row_number().over(w))
 
 
 def _union(results: list[tuple[str, StageResult]]) -> StageResult:
@@ -129,6 +154,8 @@ def ingest(ctx: StageContext, _df: None) -> StageOutput:
         report["downloads"] = summary_dict(results)
         parts.append(("the downloads", StageResult(res.kept, res.rejected)))
     batch = _union(parts)
+    for f in batch.shared or ():    # filled by the id count below, then read by the writes (not parsed again)
+        ctx.persist(f)
     ids = unique_ids(batch.kept)
 
     def finish(done) -> dict:
