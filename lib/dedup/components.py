@@ -10,18 +10,11 @@ of its component, so it does not depend on partitioning.
 """
 from __future__ import annotations
 
-import logging
 import uuid
-from typing import Iterator
-
-import numpy as np
-import pyarrow as pa
 
 from pyspark.sql import DataFrame
 from pyspark.sql import Window
 from pyspark.sql import functions as F
-
-log = logging.getLogger("shardforge.dedup.components")
 
 
 class Materializer:
@@ -110,78 +103,23 @@ def _small_star(e: DataFrame) -> DataFrame:
     return _canonical(out)
 
 
-def local_stars(u: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The connected components of the edges (u[i], v[i]) as stars: (centre, leaf) for every
-    node but the smallest of its component, the centre being that smallest node. Min-label
-    propagation with pointer jumping, vectorised: each label is the index of a node of the
-    same component, never above the node's own, so at the fixed point it is the component's
-    smallest (nodes are indexed in ascending order)."""
-    if len(u) == 0:
-        return u[:0], v[:0]
-    nodes, inv = np.unique(np.concatenate([u, v]), return_inverse=True)
-    a, b = inv[:len(u)], inv[len(u):]
-    label = np.arange(len(nodes))
-    while True:
-        low = np.minimum(label[a], label[b])
-        new = label.copy()
-        np.minimum.at(new, a, low)
-        np.minimum.at(new, b, low)
-        while True:                       # pointer jumping: every label to its root
-            jumped = new[new]
-            if np.array_equal(jumped, new):
-                break
-            new = jumped
-        if np.array_equal(new, label):
-            break
-        label = new
-    leaf = label != np.arange(len(nodes))
-    return nodes[label[leaf]], nodes[leaf]
-
-
-def _contract_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    us, vs = [], []
-    for rb in batches:
-        us.append(rb.column("u").to_numpy())
-        vs.append(rb.column("v").to_numpy())
-    if not us:
-        return
-    centre, leaf = local_stars(np.concatenate(us), np.concatenate(vs))
-    for start in range(0, len(leaf), 1 << 16):
-        yield pa.RecordBatch.from_arrays([pa.array(centre[start:start + (1 << 16)]),
-                                          pa.array(leaf[start:start + (1 << 16)])], names=["u", "v"])
-
-
-def _contract(e: DataFrame, by: str) -> DataFrame:
-    """Each partition's edges, the edges shuffled by `by` into spark.sql.shuffle.partitions
-    partitions, replaced by stars on their local components' smallest nodes
-    (`local_stars`): the same components with fewer, shorter paths, so fewer star rounds.
-    Which edges meet in a partition depends on the partitioning; the components, and so
-    the labels, do not."""
-    parts = int(e.sparkSession.conf.get("spark.sql.shuffle.partitions"))
-    return e.repartition(parts, by).mapInArrow(_contract_batches, "u bigint, v bigint")
-
-
 def connected_components(edges: DataFrame, materialize: Materializer, *, max_iterations: int = 64) -> DataFrame:
     """(node, component) for every node that appears in `edges` (columns src, dst: bigint);
     component = the smallest node id of its connected component.
 
-    The edges are first contracted per partition (`_contract`, by the smaller end: the
-    candidate edges come as stars on each band bucket's smallest node, which then meet in
-    one partition); each round then contracts by the larger end (a node's several centres
-    meet) before its large and small star.
     Raises RuntimeError if the rounds do not converge within `max_iterations`
     (never returns a partial labelling).
     """
-    e = materialize(_contract(_canonical(edges), "u").distinct(), "cc-0")   # (u < v) already
+    e = _canonical(edges)
     rounds = 0
     while not _is_star_forest(e):
         rounds += 1
         if rounds > max_iterations:
             raise RuntimeError(f"connected components did not converge in {max_iterations} rounds "
                                f"(raise dedup.max_component_iterations)")
-        e = materialize(_small_star(_large_star(_contract(e, "v"))), f"cc-{rounds}")
-        materialize.delete(f"cc-{rounds - 1}")
-    log.info("connected components: %d star rounds after the first contraction", rounds)
+        e = materialize(_small_star(_large_star(e)), f"cc-{rounds}")
+        if rounds > 1:
+            materialize.delete(f"cc-{rounds - 1}")
     # a star forest in (u < v) form: every v hangs off its component's smallest node u
     labels = e.select(F.col("v").alias("node"), F.col("u").alias("component")).unionByName(
         e.select(F.col("u").alias("node"), F.col("u").alias("component"))).distinct()
