@@ -1,6 +1,9 @@
 """Connected components of a graph held as a Spark DataFrame of edges, across executors.
 
-Alternating large-star / small-star (Kiveris et al., "Connected Components in
+First each partition's edges become stars on their local components' smallest nodes (a
+vectorised min-label propagation per partition, `local_stars`); the partitions are sized by
+adaptive execution, so a graph that fits one partition is labelled in that pass. Then
+alternating large-star / small-star (Kiveris et al., "Connected Components in
 MapReduce and Beyond", 2014) on bigint node ids until the edges form a star forest:
 O(log^2 n) rounds, each four shuffles (each star's minimum is a window, not an aggregate
 joined back); every round is materialised (Parquet under a
@@ -10,11 +13,18 @@ of its component, so it does not depend on partitioning.
 """
 from __future__ import annotations
 
+import logging
 import uuid
+from typing import Iterator
+
+import numpy as np
+import pyarrow as pa
 
 from pyspark.sql import DataFrame
 from pyspark.sql import Window
 from pyspark.sql import functions as F
+
+log = logging.getLogger("shardforge.dedup.components")
 
 
 class Materializer:
@@ -103,14 +113,67 @@ def _small_star(e: DataFrame) -> DataFrame:
     return _canonical(out)
 
 
+def local_stars(u: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The connected components of the edges (u[i], v[i]) as stars: (centre, leaf) for every
+    node but the smallest of its component, the centre being that smallest node. Min-label
+    propagation with pointer jumping, vectorised: each label is the index of a node of the
+    same component, never above the node's own, so at the fixed point it is the component's
+    smallest (nodes are indexed in ascending order)."""
+    if len(u) == 0:
+        return u[:0], v[:0]
+    nodes, inv = np.unique(np.concatenate([u, v]), return_inverse=True)
+    a, b = inv[:len(u)], inv[len(u):]
+    label = np.arange(len(nodes))
+    while True:
+        low = np.minimum(label[a], label[b])
+        new = label.copy()
+        np.minimum.at(new, a, low)
+        np.minimum.at(new, b, low)
+        while True:                       # pointer jumping: every label to its root
+            jumped = new[new]
+            if np.array_equal(jumped, new):
+                break
+            new = jumped
+        if np.array_equal(new, label):
+            break
+        label = new
+    leaf = label != np.arange(len(nodes))
+    return nodes[label[leaf]], nodes[leaf]
+
+
+def _contract_batches(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    us, vs = [], []
+    for rb in batches:
+        us.append(rb.column("u").to_numpy())
+        vs.append(rb.column("v").to_numpy())
+    if not us:
+        return
+    centre, leaf = local_stars(np.concatenate(us), np.concatenate(vs))
+    for start in range(0, len(leaf), 1 << 16):
+        yield pa.RecordBatch.from_arrays([pa.array(centre[start:start + (1 << 16)]),
+                                          pa.array(leaf[start:start + (1 << 16)])], names=["u", "v"])
+
+
+def _contract(e: DataFrame) -> DataFrame:
+    """The edges (u < v), shuffled by u, each partition's replaced by stars on its local
+    components' smallest nodes (`local_stars`): the same components with fewer, shorter paths.
+    The shuffle has no fixed partition count, so adaptive execution sizes its partitions
+    (`spark.sql.adaptive.advisoryPartitionSizeInBytes`): a graph that fits one is solved in
+    this one pass, a larger one leaves the star rounds less to do. Which edges meet depends on
+    the partitioning; the components, and so the labels, do not."""
+    return e.repartition("u").mapInArrow(_contract_batches, "u bigint, v bigint").distinct()
+
+
 def connected_components(edges: DataFrame, materialize: Materializer, *, max_iterations: int = 64) -> DataFrame:
     """(node, component) for every node that appears in `edges` (columns src, dst: bigint);
     component = the smallest node id of its connected component.
 
+    The edges are first contracted per partition (`_contract`), then large-star and
+    small-star rounds run until they form a star forest.
     Raises RuntimeError if the rounds do not converge within `max_iterations`
     (never returns a partial labelling).
     """
-    e = _canonical(edges)
+    e = materialize(_contract(_canonical(edges)), "cc-0")
     rounds = 0
     while not _is_star_forest(e):
         rounds += 1
@@ -118,8 +181,8 @@ def connected_components(edges: DataFrame, materialize: Materializer, *, max_ite
             raise RuntimeError(f"connected components did not converge in {max_iterations} rounds "
                                f"(raise dedup.max_component_iterations)")
         e = materialize(_small_star(_large_star(e)), f"cc-{rounds}")
-        if rounds > 1:
-            materialize.delete(f"cc-{rounds - 1}")
+        materialize.delete(f"cc-{rounds - 1}")
+    log.info("connected components: %d star rounds after the contraction", rounds)
     # a star forest in (u < v) form: every v hangs off its component's smallest node u
     labels = e.select(F.col("v").alias("node"), F.col("u").alias("component")).unionByName(
         e.select(F.col("u").alias("node"), F.col("u").alias("component"))).distinct()
