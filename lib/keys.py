@@ -142,3 +142,24 @@ def sample_id(source: str, key: str) -> str:
 
     data = f"webdataset\u001f{source}\u001f{key}".encode("utf-8", "surrogatepass")
     return hashlib.sha256(data).hexdigest()[:32]
+
+
+def hashable_columns(fields) -> list:
+    """Spark Columns for `xxhash64` over a row's fields (StructFields): Spark cannot hash maps,
+    so a map-holding field enters as its JSON text (entries in stored order)."""
+    from pyspark.sql import functions as F
+
+    return [F.to_json(F.struct(F.col(f"`{f.name}`"))) if _has_map(f.dataType) else F.col(f"`{f.name}`")
+            for f in fields]
+
+
+def _has_map(t) -> bool:
+    from pyspark.sql.types import ArrayType, MapType, StructType
+
+    if isinstance(t, MapType):
+        return True
+    if isinstance(t, ArrayType):
+        return _has_map(t.elementType)
+    if isinstance(t, StructType):
+        return any(_has_map(f.dataType) for f in t.fields)
+    return False

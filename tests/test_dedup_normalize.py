@@ -85,3 +85,31 @@ def test_spark_column_equals_spark_sql(spark):
     bad = [(texts[r.i], r.k, r.j) for r in rows if r.k != r.j]
     assert not bad, f"{len(bad)} differ, first: {bad[:3]}"
     assert sorted((r.i, r.k) for r in rows) == [(i, normalize(t, "lower_alnum")) for i, t in enumerate(texts)]
+
+
+@pytest.mark.parametrize("mode", ["lower_alnum", "lower", "none"])
+def test_exact_key_column_equals_sha256_of_the_reference(spark, mode):
+    # the key made in the kernel's UDF (lower_alnum) or Spark SQL against hashlib over the
+    # pure-Python reference, and against Spark's sha2 over Spark SQL's normalisation; images
+    # keep their own namespace, and an empty normalised text has the documented key
+    import hashlib
+
+    from pyspark.sql import functions as F
+
+    from shardforge.dedup.normalize import EMPTY_TEXT_KEY, exact_key_column, exact_key_expr
+
+    texts = _generated(2000, seed=19) + [None, "", "  ", "!!", "ΑΣ", "Héllo WORLD"]
+    df = spark.createDataFrame([(i, t, i == 5) for i, t in enumerate(texts)],
+                               "i int, text string, img boolean").repartition(3)
+    df = df.withColumn("image", F.when(F.col("img"), F.lit(b"\x89PNG")))
+    rows = df.select("i", exact_key_column(F.col("text"), F.col("image"), F.col("img"), mode).alias("k"),
+                     exact_key_expr(normalize_expr(F.col("text"), mode), F.col("image"), F.col("img")).alias("j")
+                     ).collect()
+    assert len(rows) == len(texts) and all(r.k == r.j for r in rows)
+    keys = dict((r.i, r.k) for r in rows)
+    assert keys[5] == "img:" + hashlib.sha256(b"\x89PNG").hexdigest()
+    assert keys[len(texts) - 6] == keys[len(texts) - 5] == EMPTY_TEXT_KEY == "txt:" + hashlib.sha256(b"").hexdigest()
+    if mode == "lower_alnum":      # Python's and Java's lower() and \s differ outside this mode
+        want = {i: "txt:" + hashlib.sha256(normalize(t, mode).encode("utf-8")).hexdigest() for i, t in enumerate(texts)}
+        want[5] = keys[5]
+        assert keys == want

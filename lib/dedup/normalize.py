@@ -17,6 +17,7 @@ dedup stage uses: the kernel for `lower_alnum`, Spark SQL for the other modes.
 """
 from __future__ import annotations
 
+import hashlib
 import re
 import sys
 import unicodedata
@@ -148,6 +149,49 @@ def norm_column(col, mode: str):
     if mode not in NATIVE_MODES:
         return normalize_expr(col, mode)
     return _lower_alnum_udf()(col)
+
+
+# the exact key of a text whose normalised form is empty
+EMPTY_TEXT_KEY = "txt:" + hashlib.sha256(b"").hexdigest()
+
+
+def text_key_column(col, mode: str):
+    """Spark Column of a text row's exact key, 'txt:' + sha256 of the normalised text (null
+    text gives the key of ''): `exact_key_expr` of `norm_column` without the normalised text
+    leaving the compiled kernel's Arrow UDF (`lower_alnum`), whose copy back to the JVM and
+    hashing there cost more than the kernel; the other modes as Spark SQL."""
+    from pyspark.sql import functions as F
+
+    if mode not in NATIVE_MODES:
+        return F.concat(F.lit("txt:"), F.sha2(normalize_expr(col, mode), 256))
+    return _lower_alnum_key_udf()(col)
+
+
+def text_keys(texts, mode: str):
+    """The exact keys of an Arrow string array (`text_key_column`'s values, in Python)."""
+    import pyarrow as pa
+
+    norm = normalize_arrow(texts, mode)
+    sha = hashlib.sha256
+    return pa.array(["txt:" + sha(t.encode("utf-8")).hexdigest() for t in norm.to_pylist()], pa.string())
+
+
+def exact_key_column(text_col, image_col, is_image_col, mode: str):
+    """Spark Column of the exact-duplicate key from the raw text (`text_key_column`) or the
+    image bytes: the same values as `exact_key_expr` of `norm_column`."""
+    from pyspark.sql import functions as F
+
+    return F.when(is_image_col, F.concat(F.lit("img:"), F.sha2(image_col, 256))).otherwise(
+        text_key_column(text_col, mode))
+
+
+@lru_cache(maxsize=1)
+def _lower_alnum_key_udf():
+    from pyspark.sql.functions import arrow_udf
+
+    def lower_alnum_key(texts):
+        return text_keys(texts, "lower_alnum")
+    return arrow_udf(lower_alnum_key, "string")
 
 
 def exact_key_expr(norm_col, image_col, is_image_col):

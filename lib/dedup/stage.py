@@ -15,7 +15,8 @@ from shardforge.config import DedupSection
 from shardforge.dedup import minhash as mh
 from shardforge.dedup.components import Materializer, connected_components
 from shardforge.dedup.near import KernelTimes, candidate_edges, passes, signatures_df, verify_pairs
-from shardforge.dedup.normalize import NATIVE_MODES, exact_key_expr, norm_column
+from shardforge.dedup.normalize import EMPTY_TEXT_KEY, NATIVE_MODES, exact_key_column, norm_column
+from shardforge.keys import hashable_columns
 from shardforge.dedup.side_table import SIDE_TABLE, SideTableMismatch
 
 
@@ -59,24 +60,27 @@ def _rank(cfg: DedupSection, df: DataFrame, length: Column) -> Column:
 
 def _prep(df: DataFrame, cfg: DedupSection) -> DataFrame:
     """Input rows plus _img, _len, _key (exact key), _empty (normalised text is empty),
-    _rowh (a hash of the whole row), _rk and _grp. The normalised text is not kept: it is
-    made once here for the key, and again later only for the rows that need it."""
+    _rowh (a hash of the whole row), _rk and _grp. The normalised text is not kept: the key
+    is made from the text in one pass, and the normalised text again later only for the rows
+    that need it."""
     cols = df.columns
     kind = F.col("kind") if "kind" in cols else F.lit(None).cast("string")
     image = F.col("image") if "image" in cols else F.lit(None).cast("binary")
     is_img = F.coalesce(kind == F.lit("image"), F.lit(False))
     length = F.when(is_img, F.coalesce(F.octet_length(image), F.lit(0))).otherwise(
         F.coalesce(F.char_length(F.col("text")), F.lit(0))).cast("long")
+    # the exact key straight from the text (the normalised text is not kept); the row hash
+    # over the columns themselves, with a null flag each (xxhash64 skips nulls), maps as JSON
+    key = exact_key_column(F.col("text"), image, is_img, cfg.normalization)
+    flags = [F.isnull(F.col(f"`{c}`")) for c in cols]
     out = df.select(
         "*",
-        F.when(is_img, F.lit(None).cast("string")).otherwise(norm_column(F.col("text"), cfg.normalization)).alias("_norm"),
         is_img.alias("_img"),
         length.alias("_len"),
-        F.xxhash64(F.to_json(F.struct(*[F.col(c) for c in cols]))).alias("_rowh"),
+        F.xxhash64(*hashable_columns(df.schema.fields), *flags).alias("_rowh"),
+        key.alias("_key"),
     )
-    key = exact_key_expr(F.col("_norm"), image, F.col("_img"))
-    out = out.select(*[c for c in out.columns if c != "_norm"], key.alias("_key"),
-                     (~F.col("_img") & (F.col("_norm") == F.lit(""))).alias("_empty"))
+    out = out.withColumn("_empty", ~F.col("_img") & (F.col("_key") == F.lit(EMPTY_TEXT_KEY)))
     out = out.withColumn("_rk", _rank(cfg, df, F.col("_len")))
     group = F.col("_key") if cfg.exact else F.concat_ws("|", F.col("_key"), F.col("id"))
     return out.withColumn("_grp", group)

@@ -27,10 +27,10 @@ import numpy as np
 import pyarrow as pa
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
-from pyspark.sql.types import ArrayType, MapType, StructType
+from pyspark.sql.types import MapType
 
 from shardforge.config import ShardsSection
-from shardforge.keys import key_hash_expr, shard_expr
+from shardforge.keys import hashable_columns, key_hash_expr, shard_expr
 from shardforge.shards.writer import (ShardWriter, WriterSettings, begin_direct_build, build_id_of, check_written,
                       new_staging_dir, publish_build, shard_name, write_shard)
 from shardforge.shards.manifest import ShardInfo
@@ -175,16 +175,6 @@ def _writer(staging: str | None, num_shards: int, schema: pa.Schema, settings: W
     return write_partition
 
 
-def _has_map(t) -> bool:
-    if isinstance(t, MapType):
-        return True
-    if isinstance(t, ArrayType):
-        return _has_map(t.elementType)
-    if isinstance(t, StructType):
-        return any(_has_map(f.dataType) for f in t.fields)
-    return False
-
-
 def build_shards(df: DataFrame, output: str, cfg: ShardsSection, *, source: dict[str, Any],
                  config: dict[str, Any], where: str = "") -> dict[str, Any]:
     """Write and publish a build of `df` at `output` (a folder; `manifest.json` inside),
@@ -216,8 +206,7 @@ def build_shards(df: DataFrame, output: str, cfg: ShardsSection, *, source: dict
     log.info("building %d rows into %d shards at %s", total, num_shards, output)
     # rows that share a key are ordered by a hash of the whole row; Spark cannot hash maps,
     # so map-holding columns enter as their JSON text (entries in stored order)
-    hashable = [F.to_json(F.struct(F.col(f"`{f.name}`"))) if _has_map(f.dataType) else F.col(f"`{f.name}`")
-                for f in df.schema.fields]
+    hashable = hashable_columns(df.schema.fields)
     keyed = df.select("*", shard_expr(cfg.key, num_shards).alias("_shard"),
                       key_hash_expr(cfg.key).alias("_h"), F.xxhash64(*hashable).alias("_rh"))
     ordered = keyed.repartition("_shard").sortWithinPartitions("_shard", "_h", F.col(f"`{cfg.key}`"), "_rh")
