@@ -155,20 +155,9 @@ def norm_column(col, mode: str):
 EMPTY_TEXT_KEY = "txt:" + hashlib.sha256(b"").hexdigest()
 
 
-def text_key_column(col, mode: str):
-    """Spark Column of a text row's exact key, 'txt:' + sha256 of the normalised text (null
-    text gives the key of ''): `exact_key_expr` of `norm_column` without the normalised text
-    leaving the compiled kernel's Arrow UDF (`lower_alnum`), whose copy back to the JVM and
-    hashing there cost more than the kernel; the other modes as Spark SQL."""
-    from pyspark.sql import functions as F
-
-    if mode not in NATIVE_MODES:
-        return F.concat(F.lit("txt:"), F.sha2(normalize_expr(col, mode), 256))
-    return _lower_alnum_key_udf()(col)
-
-
 def text_keys(texts, mode: str):
-    """The exact keys of an Arrow string array (`text_key_column`'s values, in Python)."""
+    """The exact keys of an Arrow string array's texts, 'txt:' + sha256 of the normalised text
+    (null gives the key of ''), in Python: the body of the key's Arrow UDF."""
     import pyarrow as pa
 
     norm = normalize_arrow(texts, mode)
@@ -177,12 +166,13 @@ def text_keys(texts, mode: str):
 
 
 def exact_key_column(text_col, image_col, is_image_col, mode: str):
-    """Spark Column of the exact-duplicate key from the raw text (`text_key_column`) or the
-    image bytes: the same values as `exact_key_expr` of `norm_column`."""
-    from pyspark.sql import functions as F
-
-    return F.when(is_image_col, F.concat(F.lit("img:"), F.sha2(image_col, 256))).otherwise(
-        text_key_column(text_col, mode))
+    """Spark Column of the exact-duplicate key from the raw text or the image bytes: the same
+    values as `exact_key_expr` of `norm_column`. Under `lower_alnum` the normalised text never
+    leaves the compiled kernel's Arrow UDF, which returns the key itself (its copy back to the
+    JVM and the hashing there cost more than the kernel); the other modes as Spark SQL."""
+    if mode not in NATIVE_MODES:
+        return exact_key_expr(normalize_expr(text_col, mode), image_col, is_image_col)
+    return _keyed(_lower_alnum_key_udf()(text_col), image_col, is_image_col)
 
 
 @lru_cache(maxsize=1)
@@ -200,5 +190,11 @@ def exact_key_expr(norm_col, image_col, is_image_col):
     (`normalize_expr`), made once by the caller, which also needs it for other things."""
     from pyspark.sql import functions as F
 
-    return F.when(is_image_col, F.concat(F.lit("img:"), F.sha2(image_col, 256))).otherwise(
-        F.concat(F.lit("txt:"), F.sha2(norm_col, 256)))
+    return _keyed(F.concat(F.lit("txt:"), F.sha2(norm_col, 256)), image_col, is_image_col)
+
+
+def _keyed(text_key, image_col, is_image_col):
+    """'img:' + sha256(image) for image rows, `text_key` otherwise."""
+    from pyspark.sql import functions as F
+
+    return F.when(is_image_col, F.concat(F.lit("img:"), F.sha2(image_col, 256))).otherwise(text_key)

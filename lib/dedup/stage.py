@@ -16,8 +16,8 @@ from shardforge.dedup import minhash as mh
 from shardforge.dedup.components import Materializer, connected_components
 from shardforge.dedup.near import KernelTimes, candidate_edges, passes, signatures_df, verify_pairs
 from shardforge.dedup.normalize import EMPTY_TEXT_KEY, NATIVE_MODES, exact_key_column, norm_column
-from shardforge.keys import hashable_columns
 from shardforge.dedup.side_table import SIDE_TABLE, SideTableMismatch
+from shardforge.keys import hashable_columns
 
 
 class DedupResult(NamedTuple):

@@ -204,8 +204,7 @@ def build_shards(df: DataFrame, output: str, cfg: ShardsSection, *, source: dict
     storage = StorageOptions.from_spark(df.sparkSession)
     direct = is_object_store(output)
     log.info("building %d rows into %d shards at %s", total, num_shards, output)
-    # rows that share a key are ordered by a hash of the whole row; Spark cannot hash maps,
-    # so map-holding columns enter as their JSON text (entries in stored order)
+    # rows that share a key are ordered by a hash of the whole row (maps as JSON text)
     hashable = hashable_columns(df.schema.fields)
     keyed = df.select("*", shard_expr(cfg.key, num_shards).alias("_shard"),
                       key_hash_expr(cfg.key).alias("_h"), F.xxhash64(*hashable).alias("_rh"))
