@@ -77,3 +77,20 @@ def test_a_batch_result_does_not_depend_on_its_neighbours(docs):
     one = [langid.identify(t) for t in docs[:40]]
     langs, probs = langid.identify_many(docs[:40][::-1])
     assert list(zip(langs, probs))[::-1] == one
+
+
+def test_a_batch_walked_in_lanes_gives_each_texts_own_bytes(docs):
+    """The kernel walks several texts side by side, each lane taking the next text when its
+    own ends: a whole batch of texts of every length (empty ones between them, which take
+    no lane) gives, text by text, the Python twin's bytes of that text alone."""
+    m = langid.model()
+    encoded = []
+    for i, text in enumerate(docs + EDGE + docs[:7][::-1]):
+        encoded.append(langid.encode(text))
+        if i % 5 == 0:
+            encoded.append(b"")
+    offsets = np.cumsum([0] + [len(b) for b in encoded], dtype=np.int64)
+    idx, prob = langid.kernel().classify(offsets, b"".join(encoded))
+    got = list(zip(np.frombuffer(idx, "<u4").tolist(), np.frombuffer(prob, "<f8").tolist()))
+    assert len(got) == len(encoded) and len({len(b) for b in encoded}) > 20
+    assert got == [langid._classify_reference(m, b) for b in encoded]

@@ -19,7 +19,7 @@ pub fn lower_alnum(text: &str, keep: &CharSet, assigned: &CharSet, out: &mut Str
     let start = out.len();
     let mut gap = false;
     let mut sigma = false;
-    let mut push = |c: char, out: &mut String, gap: &mut bool| {
+    let push = |c: char, out: &mut String, gap: &mut bool| {
         if keep.has(c) {
             if *gap && out.len() > start {
                 out.push(' ');

@@ -175,8 +175,8 @@ impl LangId {
         let (m, scratch) = (&self.m, &mut self.scratch);
         let (idx, prob): (Vec<u8>, Vec<u8>) = py.allow_threads(|| {
             let (mut idx, mut prob) = (Vec::new(), Vec::new());
-            for w in offs.windows(2) {
-                let (c, p) = m.classify(&bytes[w[0] as usize..w[1] as usize], scratch);
+            let offsets: Vec<usize> = offs.iter().map(|&o| o as usize).collect();
+            for (c, p) in m.classify_many(&offsets, bytes, scratch) {
                 idx.extend_from_slice(&(c as u32).to_le_bytes());
                 prob.extend_from_slice(&p.to_le_bytes());
             }
