@@ -23,6 +23,9 @@ import hmac
 import logging
 import os
 import re
+import unicodedata
+import zipimport
+from functools import lru_cache
 from typing import Any
 
 log = logging.getLogger("shardforge.redact.privacy")
@@ -104,6 +107,96 @@ def sanitize_urls(col):
 
 
 URL_COLUMNS = ("url", "source", "meta", "final_url")
+
+
+# The same replacements in a Python worker (the rejects table's records, in the pass that redacts
+# them): the compiled kernel (native/src/urls.rs) follows the JVM's patterns as Java 17 runs them,
+# and where shardforge runs from the `--py-files` zip (no compiled module), `_strip_reference` does
+# the kernel's steps in Python. Decided by how shardforge was loaded, never by a failed import.
+COMPILED = not isinstance(__spec__.loader, zipimport.zipimporter)
+MISSING = ("shardforge's compiled kernel (shardforge._native) is not installed: install shardforge from "
+           "source with `pip install -e .` (needs cargo and rustc; README.md), or the wheel `make package` builds")
+
+
+@lru_cache(maxsize=1)
+def _credentials_kernel():
+    try:
+        from shardforge._native import UrlCredentials
+    except ImportError as e:
+        raise ImportError(MISSING) from e
+    return UrlCredentials(list(CREDENTIAL_PARAMS), REDACTED)
+
+
+def strip_credentials(texts: list) -> list:
+    """Each of `texts` (str or None) as the JVM's `sanitize_urls` leaves it, computed here."""
+    if COMPILED:
+        return _credentials_kernel().strip_many(texts)
+    return [None if t is None else _strip_reference(t) for t in texts]
+
+
+_JAVA_SPACE = " \t\n\x0b\f\r"
+_SCHEME = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789+.-")
+_USERINFO_STOP = frozenset("/@\"'<>?#" + _JAVA_SPACE)
+_VALUE_STOP = frozenset("&#\"'<>" + _JAVA_SPACE)
+_NAMES = tuple(p.lower() for p in CREDENTIAL_PARAMS)
+
+
+def _letter_or_digit(c: str) -> bool:
+    return unicodedata.category(c) in ("Lu", "Ll", "Lt", "Lm", "Lo", "Nd")
+
+
+def _word_before(s: str, q: int) -> bool:
+    """Java 17's `\\b` test before position `q`: is the character before it a word character
+    (`_`, a letter or digit, or a non-spacing mark whose run follows a letter or digit)?"""
+    if q == 0:
+        return False
+    c = s[q - 1]
+    if c == "_" or _letter_or_digit(c):
+        return True
+    if unicodedata.category(c) != "Mn":
+        return False
+    for d in reversed(s[:q - 1]):
+        if _letter_or_digit(d):
+            return True
+        if unicodedata.category(d) != "Mn":
+            return False
+    return False
+
+
+def _strip_reference(s: str) -> str:
+    """The compiled kernel's steps (native/src/urls.rs) in Python, character for character."""
+    if "://" in s:
+        out, last, at = [], 0, 0
+        while (p := s.find("://", at)) >= 0:
+            q = p
+            while q > max(p - 256, 0) and s[q - 1] in _SCHEME:
+                q -= 1
+            if any(s[r].isascii() and s[r].isalpha() and not _word_before(s, r) for r in range(q, p)):
+                j = p + 3
+                while j < len(s) and s[j] not in _USERINFO_STOP:
+                    j += 1
+                if j > p + 3 and j < len(s) and s[j] == "@":
+                    out += [s[last:p], "://", REDACTED, "@"]
+                    last = at = j + 1
+                    continue
+            at = p + 1
+        s = "".join(out) + s[last:] if last else s
+    if "=" in s:
+        out, last, i = [], 0, 0
+        while i < len(s):
+            if s[i] in "?&;":
+                name = next((n for n in _NAMES if s[i + 1:i + 1 + len(n)].lower() == n and s[i + 1 + len(n):i + 2 + len(n)] == "="
+                             and s[i + 1:i + 1 + len(n)].isascii()), None)
+                if name is not None:
+                    v = j = i + len(name) + 2
+                    while j < len(s) and s[j] not in _VALUE_STOP:
+                        j += 1
+                    out += [s[last:v], REDACTED]
+                    last = i = j
+                    continue
+            i += 1
+        s = "".join(out) + s[last:] if last else s
+    return s
 
 
 def without_url_credentials(df, columns=URL_COLUMNS):

@@ -96,11 +96,17 @@ def redact(df: DataFrame, cfg: RedactSection) -> StageResult:
     return StageResult(kept, rejects(bad, "redact", F.col(REASON_COL), F.col(DETAIL_COL)), shared=marked)
 
 
-def redact_columns(df: DataFrame, columns, cfg: RedactSection) -> DataFrame:
-    """`df` with the string `columns` it has redacted by the [redact] section's redactor,
-    per Arrow batch (used for the rejects table's record and detail)."""
+def redact_columns(df: DataFrame, columns, cfg: RedactSection, credentials=()) -> DataFrame:
+    """`df` with the string `columns` it has redacted by the [redact] section's redactor, and
+    then the string columns of `credentials` it has cleared of URL credentials (as the JVM's
+    `sanitize_urls` clears them: `strip_credentials`), in one pass per Arrow batch (used for the
+    rejects table's record, detail and source)."""
+    from shardforge.redact.privacy import strip_credentials
+
+    strings = {f.name for f in df.schema.fields if f.dataType.typeName() == "string"}
     todo = [c for c in columns if c in df.columns]
-    if not todo:
+    strip = [c for c in credentials if c in strings]
+    if not todo and not strip:
         return df
     kinds, mode, placeholders = tuple(cfg.kinds), cfg.mode, dict(cfg.placeholders)
     key, reserved = resolve_pseudonym_key(cfg), cfg.include_reserved
@@ -111,8 +117,13 @@ def redact_columns(df: DataFrame, columns, cfg: RedactSection) -> DataFrame:
         for batch in batches:
             cols = []
             for name, col in zip(names, batch.columns):
-                if name in todo:
-                    col = pa.array([r.redact(t)[0] for t in col.to_pylist()], col.type)
+                if name in todo or name in strip:
+                    values = col.to_pylist()
+                    if name in todo:
+                        values = [r.redact(t)[0] for t in values]
+                    if name in strip:
+                        values = strip_credentials(values)
+                    col = pa.array(values, col.type)
                 cols.append(col)
             yield pa.RecordBatch.from_arrays(cols, names=names)
 
@@ -143,7 +154,8 @@ def rejects_for_output(rejected, cfg):
         rejected = rejected.withColumn("record", F.lit(None).cast("string")).withColumn(
             "detail", F.lit(None).cast("string"))
     elif mode == "redacted":
-        rejected = redact_columns(rejected, ("record", "detail"), cfg.redact)
+        # the Python pass that redacts the records also clears their URL credentials
+        return redact_columns(rejected, ("record", "detail"), cfg.redact, credentials=("record", "detail", "source"))
     else:
         log.warning("rejects.record = \"original\": the rejects table keeps rejected rows as they came, "
                     "unredacted PII included")

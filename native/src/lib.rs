@@ -7,6 +7,8 @@
 //! shardforge/clean/langid.py). `BpeEncoder`: byte-level BPE with the ids Hugging Face
 //! tokenizers gives for the same tokenizer.json (bpe.rs; shardforge/tokenize/native.py).
 //! `LowerAlnum`: dedup's `lower_alnum` text normalisation (alnum.rs; shardforge/dedup/normalize.py).
+//! `UrlCredentials`: URL userinfo and credential parameters replaced as the JVM's patterns
+//! replace them (urls.rs; shardforge/redact/privacy.py).
 
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::PyValueError;
@@ -23,6 +25,8 @@ mod repetition;
 mod rules;
 mod text;
 mod tokenizer;
+mod urls;
+mod urls_tables;
 
 use rules::{Classes, Kernel, Params, Sig, SIGNALS};
 use text::CharSet;
@@ -313,6 +317,38 @@ impl BpeEncoder {
     }
 }
 
+#[pyclass(module = "shardforge._native")]
+struct UrlCredentials {
+    c: urls::Credentials,
+}
+
+#[pymethods]
+impl UrlCredentials {
+    #[new]
+    fn new(names: Vec<String>, redacted: String) -> Self {
+        UrlCredentials { c: urls::Credentials::new(names, redacted) }
+    }
+
+    /// Each text with URL userinfo and credential parameters replaced; the same object where
+    /// nothing is (None stays None).
+    fn strip_many<'py>(&self, py: Python<'py>, texts: Vec<Option<Bound<'py, PyAny>>>) -> PyResult<Vec<Option<PyObject>>> {
+        let mut out = Vec::with_capacity(texts.len());
+        for t in texts {
+            out.push(match t {
+                None => None,
+                Some(obj) => {
+                    let s: &str = obj.extract()?;
+                    Some(match self.c.strip(s) {
+                        Some(new) => new.into_pyobject(py)?.into_any().unbind(),
+                        None => obj.unbind(),
+                    })
+                }
+            });
+        }
+        Ok(out)
+    }
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Quality>()?;
@@ -320,6 +356,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<LangId>()?;
     m.add_class::<BpeEncoder>()?;
     m.add_class::<LowerAlnum>()?;
+    m.add_class::<UrlCredentials>()?;
     m.add_function(wrap_pyfunction!(reasons, m)?)?;
     m.add_function(wrap_pyfunction!(normalize_texts, m)?)?;
     m.add_function(wrap_pyfunction!(signals, m)?)?;
