@@ -9,12 +9,13 @@ time, medians over the rounds):
 - `lines`: the reader's lines into the JVM, nothing else (the floor);
 - `spark.read.json`: Spark's own JSON reader on the same file, two string columns (a reference
   a user might reach for; it has no per-line reasons, no record cap, no other keys kept);
-- `kept: before` / `kept: now`: the documents of `_parse_jsonl` as it was before 2026-12-03
-  evening (each line also parsed as a map for its other keys, and the filters, pushed into the
-  parse's place, parsing it again per condition) and as it is now (one parse per line, the
-  map only for lines with other keys);
-- `stage: before` / `stage: now`: the read stage's writes: kept rows and rejects as Parquet with
-  the shared frame persisted (before: the lines, parsed again for the rejects; now: the parse).
+- `kept: before` / `kept: now`: the documents of `_parse_jsonl` with each line's other keys
+  found by Spark's `json_object_keys` (a second whole parse of every line; the reader's scan
+  left out, as before 2026-12-04 evening) and found by the reader's compiled scan (`other_keys`);
+- `stage: before` / `stage: now`: the read stage's writes the same two ways: kept rows and
+  rejects as Parquet with the shared frame persisted.
+(The 2026-12-03 figures in BENCHMARKS.md compared other variants: the parse before 2026-12-03
+evening, in this script at that day's commits.)
 Prints a table and writes bench/results/jsonl_read.json.
 """
 from __future__ import annotations
@@ -37,52 +38,21 @@ def main() -> None:
         run(args, corpus, spark, work)
 
 
-def _parse_before(lines, cfg):
-    """`_parse_jsonl` as it was before (kept, rejected), for the same-run baseline."""
-    from pyspark.sql import functions as F
-
-    from shardforge.ingest.stage import _finish, _split_missing_text
-    from shardforge.stage import rejects
-
-    known = "`id` string, `text` string, `source` string, url string, _corrupt string"
-    parsed = lines.select("_line", "_file",
-                          F.from_json("_line", known, {"mode": "PERMISSIVE",
-                                                       "columnNameOfCorruptRecord": "_corrupt"}).alias("_j"),
-                          F.from_json("_line", "map<string,string>").alias("_m"))
-    blank = F.trim(F.col("_line")) == ""
-    malformed = F.col("_j").isNull() | F.col("_j._corrupt").isNotNull()
-    ok = parsed.filter(~blank & ~malformed)
-    extras = F.map_filter("_m", lambda k, v: ~k.isin("id", "text", "source", "url"))
-    named = ok.select(F.col("_j.id").alias("id"), F.col("_j.text").alias("text"),
-                      F.coalesce(F.col("_j.source"), F.col("_file")).alias("source"), F.col("_j.url").alias("url"),
-                      F.when(F.size(extras) > 0, F.to_json(extras)).alias("meta"))
-    docs, missing = _split_missing_text(named)
-    bad = parsed.filter(blank | malformed).select(
-        F.lit(None).cast("string").alias("id"), F.col("_file").alias("source"), F.col("_line").alias("line"),
-        F.when(blank, "invalid:blank_line").when(F.col("_m").isNull(), "invalid:malformed_json")
-         .otherwise("invalid:malformed_json").alias("_reason"))
-    rej = rejects(bad, "ingest", F.col("_reason"), F.substring("line", 1, 200)).unionByName(
-        rejects(missing, "ingest", "invalid:missing_text"))
-    return _finish(docs), rej
-
-
 def run(args, corpus, spark, work) -> None:
     from pyspark import StorageLevel
-    from pyspark.sql import functions as F
     from session_bench import machine, save
 
     from shardforge.config import IngestSection
     from shardforge.ingest.readers import spark as pyread
     from shardforge.ingest.readers.files import InputFile
-    from shardforge.ingest.stage import _parse_jsonl
-    from shardforge.stage import rejects
+    from shardforge.ingest.stage import _parse_jsonl, known_keys
 
     cfg = IngestSection()
     files = [InputFile(str(corpus), corpus.name, "jsonl")]
     out = work / "out"
 
-    def lines():
-        return pyread.jsonl(spark, files, cfg.max_record_bytes)
+    def lines(known=known_keys(cfg)):
+        return pyread.jsonl(spark, files, cfg.max_record_bytes, known)
 
     def noop(df):
         df.write.format("noop").mode("overwrite").save()
@@ -93,26 +63,20 @@ def run(args, corpus, spark, work) -> None:
         rejected.write.parquet(str(out / "rejected"))
         shared.unpersist()
 
-    def stage_before():
-        marked = lines()
-        kept, rej = _parse_before(marked.filter(F.col("_reason").isNull()).select("_line", "_file"), cfg)
-        bad = marked.filter(F.col("_reason").isNotNull()).withColumnRenamed("_file", "source")
-        stage(kept, rej.unionByName(rejects(bad, "ingest", F.col("_reason"), F.col("_detail"))), marked)
-
-    def stage_now():
-        res = _parse_jsonl(lines(), cfg)
+    def stage_of(known):
+        res = _parse_jsonl(lines(known), cfg)
         stage(res.kept, res.rejected, res.shared[0])
 
     variants = {
         "lines": lambda: noop(lines()),
         "spark.read.json": lambda: noop(spark.read.schema("id string, text string").json(str(corpus))),
-        "kept: before": lambda: noop(_parse_before(lines().select("_line", "_file"), cfg)[0]),
+        "kept: before": lambda: noop(_parse_jsonl(lines(()), cfg).kept),
         "kept: now": lambda: noop(_parse_jsonl(lines(), cfg).kept),
-        "stage: before": stage_before,
-        "stage: now": stage_now,
+        "stage: before": lambda: stage_of(()),
+        "stage: now": lambda: stage_of(known_keys(cfg)),
     }
     # the outputs must not differ: same documents either way
-    a, b = _parse_before(lines().select("_line", "_file"), cfg)[0], _parse_jsonl(lines(), cfg).kept
+    a, b = _parse_jsonl(lines(()), cfg).kept, _parse_jsonl(lines(), cfg).kept
     assert a.exceptAll(b).count() == 0 and b.exceptAll(a).count() == 0, "before and now differ"
     times: dict[str, list[float]] = {k: [] for k in variants}
     variants["lines"]()                               # warm-up: the JVM's first jobs, the Python workers

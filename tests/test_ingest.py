@@ -147,3 +147,74 @@ def test_unique_ids_pass_through_with_nothing_rejected(spark):
     df = spark.createDataFrame([(f"u{i}", f"text {i}", "s") for i in range(30)], "id string, text string, source string")
     res = steps.unique_ids(df)
     assert res.kept.count() == 30 and res.rejected.count() == 0
+
+
+def _keyed_lines(n: int, seed: int) -> list[str]:
+    """JSONL lines built to sit on the key scan's edges: known and other keys, nested values,
+    quotes and colons inside strings, escaped keys, spacing, literals, and malformed lines."""
+    import random
+
+    rng = random.Random(seed)
+    keys = ["id", "text", "source", "url", "dump", "lang", "te\\u0078t", "id ", "Text", "meta"]
+    values = ['"a"', '"say \\"x\\": 1"', "null", "true", "-1.5e3", "[1, {\"k\": \"}\"}]", '{"text": {"id": 2}}',
+              '"\\\\"', '"]}{"', "0"]
+    lines = []
+    for i in range(n):
+        chosen = rng.sample(keys, rng.randint(0, 4))
+        sep, colon = rng.choice([(",", ":"), (", ", ": "), (" ,\t", " : ")])
+        body = sep.join(f'"{k}"{colon}{rng.choice(values)}' for k in chosen)
+        line = rng.choice(["{", " {", "{\n"]) + body + "}"
+        if rng.random() < 0.15:
+            line = rng.choice([line[:-1], line + " x", "[" + line + "]", line.replace(":", "", 1), "{" + line])
+        lines.append(line)
+    return lines
+
+
+def test_the_readers_key_scan_agrees_with_a_json_parser():
+    """`other_keys` (the compiled scan of each line's top-level keys) answers only where it is
+    sure, and there as Python's own JSON parser does; everywhere else it leaves the question
+    (null) to Spark."""
+    import pyarrow as pa
+
+    from shardforge.ingest.readers.spark import other_keys
+
+    known = ("id", "text", "source", "url")
+    lines = _keyed_lines(4000, 5)
+    got = other_keys(pa.array(lines), known).to_pylist()
+    answered = 0
+    for line, g in zip(lines, got):
+        try:
+            obj = json.loads(line)
+        except ValueError:
+            obj = None
+        if g is not None:
+            answered += 1
+            assert isinstance(obj, dict), line
+            assert g == any(k not in known for k in obj), line
+    assert 2000 < answered < 4000 and sum(1 for g in got if g) > 500
+
+
+def test_meta_is_the_same_whether_the_reader_or_spark_finds_other_keys(spark, tmp_path):
+    """The ingest stage's documents and rejects from lines whose other keys the reader's scan
+    found are those Spark's json_object_keys finds (the reader's answers all left null)."""
+    from shardforge.ingest.readers import spark as pyread
+    from shardforge.ingest.readers.files import InputFile
+    from shardforge.ingest.stage import _parse_jsonl, known_keys
+
+    lines = _keyed_lines(1500, 11)
+    p = tmp_path / "keys.jsonl"
+    p.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    cfg = IngestSection()
+    files = [InputFile(path=str(p), source="keys.jsonl", format="jsonl")]
+
+    def result(known):
+        res = _parse_jsonl(pyread.jsonl(spark, files, cfg.max_record_bytes, known), cfg)
+        cols = ["id", "text", "source", "url", "meta"]
+        order = lambda r: tuple("" if v is None else str(v) for v in r)   # noqa: E731
+        return (sorted((tuple(r) for r in res.kept.select(*cols).collect()), key=order),
+                sorted((tuple(r) for r in res.rejected.select("reason", "record", "detail").collect()), key=order))
+
+    scanned, asked = result(known_keys(cfg)), result(())
+    assert scanned == asked
+    metas = [r[4] for r in scanned[0]]
+    assert sum(m is not None for m in metas) > 150 and sum(m is None for m in metas) > 50

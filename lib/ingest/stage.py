@@ -129,13 +129,24 @@ def _read_jsonl(spark: SparkSession, path: str | list[str], cfg: IngestSection, 
     return StageResult(res.kept, res.rejected.unionByName(_too_large(over, cfg, "line")), shared=res.shared)
 
 
+def named_keys(cfg: IngestSection) -> tuple[str, ...]:
+    """The JSONL keys read into the document's own columns."""
+    return (cfg.id_column, cfg.text_column, cfg.source_column, "url")
+
+
+def known_keys(cfg: IngestSection) -> tuple[str, ...]:
+    """The JSONL keys the stage reads into columns ([ingest] id, text and source columns, url,
+    and `[ingest] columns`); a line's other keys go into `meta`."""
+    return (*named_keys(cfg), *cfg.columns)
+
+
 def _parse_jsonl(lines: DataFrame, cfg: IngestSection) -> StageResult:
     """JSONL lines (`_line`, `_file`; with the Python reader's `_reason` and `_detail`, its
     rows already rejected) to documents and rejects. Every line is parsed once: `shared` (for
     the runner to persist) holds the parsed fields, the other keys as JSON text, and the
     line itself only where it is rejected, so kept rows and rejects both read it."""
     declared = declared_schema(cfg)
-    named_cols = (cfg.id_column, cfg.text_column, cfg.source_column, "url")
+    named_cols = named_keys(cfg)
     known = f"`{cfg.id_column}` string, `{cfg.text_column}` string, `{cfg.source_column}` string, url string"
     typed = "".join(f", `{f.name}` {f.dataType.simpleString()}" for f in declared.fields if f.name not in named_cols)
     parse = F.from_json("_line", known + typed + ", _corrupt string",
@@ -148,10 +159,14 @@ def _parse_jsonl(lines: DataFrame, cfg: IngestSection) -> StageResult:
     line_ok = F.col("_reason").isNull() if marked else F.lit(True)
     blank = F.trim(F.col("_line")) == ""
     malformed = F.col("_j").isNull() | F.col("_j._corrupt").isNotNull()
-    skip = [*named_cols, *declared.fieldNames()]
+    skip = list(known_keys(cfg))
     # the line's other keys as JSON text; parsed as a map only on lines that have such keys
-    # (a second whole parse of every 6 KB line cost more than the typed parse itself)
+    # (a second whole parse of every 6 KB line cost more than the typed parse itself). The
+    # Python reader has already scanned each line's keys (`_others`); Spark's json_object_keys
+    # (another whole parse) asks only where that scan could not tell, or did not run.
     has_extras = F.exists(F.json_object_keys("_line"), lambda k: ~k.isin(*skip))
+    if "_others" in lines.columns:
+        has_extras = F.coalesce(F.col("_others"), has_extras)
     extras = F.map_filter(F.from_json("_line", "map<string,string>"), lambda k, v: ~k.isin(*skip))
     good = line_ok & ~blank & ~malformed
     shared = parsed.select(
@@ -253,7 +268,7 @@ def _python_read(spark: SparkSession, files: list, cfg: IngestSection) -> list[t
     out = []
     jsonl = [f for f in files if f.format.startswith("jsonl")]
     if jsonl:
-        out.append((_parse_jsonl(pyread.jsonl(spark, jsonl, cfg.max_record_bytes), cfg), None))
+        out.append((_parse_jsonl(pyread.jsonl(spark, jsonl, cfg.max_record_bytes, known_keys(cfg)), cfg), None))
     warc = [f for f in files if f.format == "warc"]
     if warc:
         marked = pyread.warc(spark, warc, PageLimits(cfg.max_page_bytes, cfg.extract_timeout))

@@ -7,6 +7,8 @@
 //! shardforge/clean/langid.py). `BpeEncoder`: byte-level BPE with the ids Hugging Face
 //! tokenizers gives for the same tokenizer.json (bpe.rs; shardforge/tokenize/native.py).
 //! `LowerAlnum`: dedup's `lower_alnum` text normalisation (alnum.rs; shardforge/dedup/normalize.py).
+//! `KnownKeys`: whether a JSONL line's object has top-level keys beyond the known ones
+//! (jsonkeys.rs; shardforge/ingest/readers/spark.py).
 //! `UrlCredentials`: URL userinfo and credential parameters replaced as the JVM's patterns
 //! replace them (urls.rs; shardforge/redact/privacy.py).
 
@@ -17,6 +19,7 @@ use pyo3::types::PyBytes;
 
 mod alnum;
 mod bpe;
+mod jsonkeys;
 mod langid;
 mod multi;
 mod normalize;
@@ -318,6 +321,42 @@ impl BpeEncoder {
 }
 
 #[pyclass(module = "shardforge._native")]
+struct KnownKeys {
+    k: jsonkeys::KnownKeys,
+}
+
+#[pymethods]
+impl KnownKeys {
+    #[new]
+    fn new(keys: Vec<String>) -> Self {
+        KnownKeys { k: jsonkeys::KnownKeys::new(keys) }
+    }
+
+    /// For the lines between consecutive `offsets` (int32, an Arrow string array's) in
+    /// `data`, one byte each: 0 = a JSON object whose top-level keys are all known, 1 = one
+    /// with another key, 2 = cannot tell (not one object, an escaped key, malformed).
+    fn other_keys<'py>(&self, py: Python<'py>, offsets: PyBuffer<i32>, data: PyBuffer<u8>) -> PyResult<Bound<'py, PyBytes>> {
+        let offs = slice(&offsets, "offsets")?;
+        let bytes = slice(&data, "data")?;
+        for w in offs.windows(2) {
+            if w[0] < 0 || w[0] > w[1] || w[1] as usize > bytes.len() {
+                return Err(PyValueError::new_err("other_keys: offsets out of range"));
+            }
+        }
+        let out: Vec<u8> = py.allow_threads(|| {
+            offs.windows(2)
+                .map(|w| match self.k.other_keys(&bytes[w[0] as usize..w[1] as usize]) {
+                    Some(false) => 0,
+                    Some(true) => 1,
+                    None => 2,
+                })
+                .collect()
+        });
+        Ok(PyBytes::new(py, &out))
+    }
+}
+
+#[pyclass(module = "shardforge._native")]
 struct UrlCredentials {
     c: urls::Credentials,
 }
@@ -357,6 +396,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<BpeEncoder>()?;
     m.add_class::<LowerAlnum>()?;
     m.add_class::<UrlCredentials>()?;
+    m.add_class::<KnownKeys>()?;
     m.add_function(wrap_pyfunction!(reasons, m)?)?;
     m.add_function(wrap_pyfunction!(normalize_texts, m)?)?;
     m.add_function(wrap_pyfunction!(signals, m)?)?;

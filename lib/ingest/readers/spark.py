@@ -1,8 +1,8 @@
 """The Python-read formats on Spark: one task per file (up to `max_tasks`), rows streamed out
 in Arrow batches of at most `BATCH_ROWS` rows or `BATCH_BYTES` bytes of text.
 
-`jsonl(spark, files, max_record_bytes)`, `warc(spark, files, limits)` and `webdataset(spark, files,
-limits)` return the *marked* frame: every row the readers made, with `_reason` set on the
+`jsonl(spark, files, max_record_bytes, known)`, `warc(spark, files, limits)` and `webdataset(spark,
+files, limits)` return the *marked* frame: every row the readers made, with `_reason` set on the
 rejected ones. The caller filters documents, rejects and skipped units (WARC record types,
 tar directories) from it and persists it once.
 Deterministic: rows depend only on the files, never on how tasks were assigned.
@@ -10,6 +10,8 @@ Deterministic: rows depend only on the files, never on how tasks were assigned.
 from __future__ import annotations
 
 import os
+import zipimport
+from functools import lru_cache
 from typing import Iterator
 
 import pyarrow as pa
@@ -24,6 +26,9 @@ BATCH_BYTES = 32 << 20
 
 LINES = pa.schema([("_line", pa.string()), ("_file", pa.string()), ("_reason", pa.string()),
                    ("_detail", pa.string())])
+# JSONL lines with `_others`: does the line's object have a top-level key beyond the stage's known
+# ones (true / false, null: the scan cannot tell, and Spark is asked; see `other_keys`)
+JSONL_LINES = pa.schema(list(LINES) + [pa.field("_others", pa.bool_())])
 WARC = pa.schema([("_rtype", pa.string()), ("_file", pa.string()), ("id", pa.string()), ("url", pa.string()),
                   ("http_status", pa.int32()), ("content_type", pa.string()), ("charset", pa.string()),
                   ("text", pa.string()), ("meta", pa.string()), ("_reason", pa.string()), ("_detail", pa.string())])
@@ -98,11 +103,12 @@ def jsonl_splits(files: list[InputFile], split_bytes: int) -> list[tuple[str, st
     return out
 
 
-def jsonl(spark: SparkSession, files: list[InputFile], max_record_bytes: int) -> DataFrame:
+def jsonl(spark: SparkSession, files: list[InputFile], max_record_bytes: int, known: tuple[str, ...] = ()) -> DataFrame:
     """Lines of JSONL files, plain (local, in byte-range splits of `split_bytes_of` for their
     total size) or .gz, .bz2, .zst: `_line`, `_file`; a line over `max_record_bytes` is a row with
     `_reason` invalid:record_too_large (never held whole), an unreadable or truncated file one row
-    with invalid:unreadable_file."""
+    with invalid:unreadable_file. `_others` answers, per line, whether its object has top-level keys
+    other than `known` (`other_keys`)."""
     from shardforge.ingest.readers.streams import jsonl_lines
 
     def run(batches):
@@ -110,7 +116,8 @@ def jsonl(spark: SparkSession, files: list[InputFile], max_record_bytes: int) ->
             for b in batches:
                 for path, source, fmt, start, end in zip(*(b.column(i).to_pylist() for i in range(5))):
                     yield from jsonl_lines(path, source, fmt, max_record_bytes, start, None if end < 0 else end)
-        yield from _batches(rows(), LINES)
+        for batch in _batches(rows(), LINES):
+            yield batch.append_column(JSONL_LINES.field("_others"), other_keys(batch.column("_line"), known))
 
     plain = [f.path[len("file://"):] if f.path.startswith("file://") else f.path for f in files if f.format == "jsonl"]
     plain = [p for p in plain if "://" not in p]
@@ -119,7 +126,35 @@ def jsonl(spark: SparkSession, files: list[InputFile], max_record_bytes: int) ->
     n = max(1, min(len(splits), 10_000))
     frame = spark.createDataFrame(spark.sparkContext.parallelize(splits, n),
                                   "path string, source string, format string, start long, end long")
-    return frame.mapInArrow(run, _spark_schema(LINES))
+    return frame.mapInArrow(run, _spark_schema(JSONL_LINES))
+
+
+# the compiled kernel answers `other_keys`; from the `--py-files` zip (no compiled module) every
+# answer is null and Spark's `json_object_keys` decides, as before the kernel
+COMPILED = not isinstance(__spec__.loader, zipimport.zipimporter)
+
+
+@lru_cache(maxsize=4)
+def _keys_kernel(known: tuple[str, ...]):
+    from shardforge._native import KnownKeys
+
+    return KnownKeys(list(known))
+
+
+def other_keys(lines: pa.Array, known: tuple[str, ...]) -> pa.Array:
+    """Per line (an Arrow string array): true when it is a JSON object with a top-level key not
+    in `known`, false when all its keys are known, null when one scan of its bytes cannot tell
+    (not one object, an escaped key, malformed, null; or no compiled kernel)."""
+    import numpy as np
+
+    n = len(lines)
+    if not COMPILED or not known or n == 0:
+        return pa.nulls(n, pa.bool_())
+    _, offsets, data = lines.buffers()
+    offs = np.frombuffer(offsets, dtype=np.int32)[lines.offset:lines.offset + n + 1]
+    raw = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, dtype=np.uint8)
+    got = np.frombuffer(_keys_kernel(tuple(known)).other_keys(offs, raw), dtype=np.uint8)
+    return pa.array(got == 1, mask=got == 2)
 
 
 def warc(spark: SparkSession, files: list[InputFile], limits: PageLimits) -> DataFrame:
