@@ -31,8 +31,6 @@ from typing import Iterable, NamedTuple
 import numpy as np
 
 MAX_CHARS = 20_000     # longer documents are identified by their beginning (cost is linear in length)
-MISSING = ("shardforge's compiled kernel (shardforge._native) is not installed: install shardforge from "
-           "source with `pip install -e .` (needs cargo and rustc; README.md), or the wheel `make package` builds")
 COMPILED = not isinstance(__spec__.loader, zipimport.zipimporter)
 
 
@@ -69,10 +67,9 @@ def model() -> Model:
 @lru_cache(maxsize=1)
 def kernel():
     """The process's compiled identifier."""
-    try:
-        from shardforge._native import LangId
-    except ImportError as e:
-        raise ImportError(MISSING) from e
+    from shardforge.native import compiled
+
+    LangId = compiled("LangId")
     m = model()
     return LangId(m.nextmove, m.row, m.out, m.ptc.ravel(), m.pc, m.aliases)
 

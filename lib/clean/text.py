@@ -63,18 +63,15 @@ def normalize(text: str, form: str = "NFC") -> str:
 
 
 COMPILED = not isinstance(__spec__.loader, zipimport.zipimporter)
-MISSING = ("shardforge's compiled kernel (shardforge._native) is not installed: install shardforge from "
-           "source with `pip install -e .` (needs cargo and rustc; README.md), or the wheel `make package` builds")
 
 
 def normalize_many(texts: Sequence[str | None], form: str = "NFC") -> list[str | None]:
     """`normalize` of each text, in order (None stays None)."""
     if not COMPILED:
         return [None if t is None else normalize(t, form) for t in texts]
-    try:
-        from shardforge._native import normalize_texts
-    except ImportError as e:
-        raise ImportError(MISSING) from e
+    from shardforge.native import compiled
+
+    normalize_texts = compiled("normalize_texts")
     import numpy as np
 
     prepared = []

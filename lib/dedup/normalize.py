@@ -63,18 +63,15 @@ def normalize(text: str | None, mode: str) -> str:
 # false when shardforge runs from a zip on an executor's path (`spark-submit --py-files`)
 # without the compiled kernel beside it: there `normalize_arrow` runs the Python reference
 COMPILED = not isinstance(__spec__.loader, zipimport.zipimporter)
-MISSING = ("shardforge's compiled kernel (shardforge._native) is not installed: install shardforge from "
-           "source with `pip install -e .` (needs cargo and rustc; README.md), or the wheel `make package` builds")
 
 
 @lru_cache(maxsize=1)
 def _kernel():
     """The process's `lower_alnum` kernel, given the letters and digits, and the assigned
     characters, of this Python's `unicodedata` (so it and `normalize` agree on them)."""
-    try:
-        from shardforge._native import LowerAlnum
-    except ImportError as e:
-        raise ImportError(MISSING) from e
+    from shardforge.native import compiled
+
+    LowerAlnum = compiled("LowerAlnum")
     import numpy as np
 
     cats = np.array([unicodedata.category(chr(c)) for c in range(sys.maxunicode + 1)], dtype="<U2")

@@ -114,16 +114,13 @@ URL_COLUMNS = ("url", "source", "meta", "final_url")
 # and where shardforge runs from the `--py-files` zip (no compiled module), `_strip_reference` does
 # the kernel's steps in Python. Decided by how shardforge was loaded, never by a failed import.
 COMPILED = not isinstance(__spec__.loader, zipimport.zipimporter)
-MISSING = ("shardforge's compiled kernel (shardforge._native) is not installed: install shardforge from "
-           "source with `pip install -e .` (needs cargo and rustc; README.md), or the wheel `make package` builds")
 
 
 @lru_cache(maxsize=1)
 def _credentials_kernel():
-    try:
-        from shardforge._native import UrlCredentials
-    except ImportError as e:
-        raise ImportError(MISSING) from e
+    from shardforge.native import compiled
+
+    UrlCredentials = compiled("UrlCredentials")
     return UrlCredentials(list(CREDENTIAL_PARAMS), REDACTED)
 
 

@@ -136,9 +136,9 @@ COMPILED = not isinstance(__spec__.loader, zipimport.zipimporter)
 
 @lru_cache(maxsize=4)
 def _keys_kernel(known: tuple[str, ...]):
-    from shardforge._native import KnownKeys
+    from shardforge.native import compiled
 
-    return KnownKeys(list(known))
+    return compiled("KnownKeys")(list(known))
 
 
 def other_keys(lines: pa.Array, known: tuple[str, ...]) -> pa.Array:
@@ -153,7 +153,7 @@ def other_keys(lines: pa.Array, known: tuple[str, ...]) -> pa.Array:
     _, offsets, data = lines.buffers()
     offs = np.frombuffer(offsets, dtype=np.int32)[lines.offset:lines.offset + n + 1]
     raw = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, dtype=np.uint8)
-    got = np.frombuffer(_keys_kernel(tuple(known)).other_keys(offs, raw), dtype=np.uint8)
+    got = np.frombuffer(_keys_kernel(known).other_keys(offs, raw), dtype=np.uint8)
     return pa.array(got == 1, mask=got == 2)
 
 

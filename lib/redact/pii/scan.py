@@ -32,8 +32,6 @@ from typing import NamedTuple
 
 from shardforge.redact.pii import secrets, ssn
 
-MISSING = ("shardforge's compiled kernel (shardforge._native) is not installed: install shardforge from "
-           "source with `pip install -e .` (needs cargo and rustc; README.md), or the wheel `make package` builds")
 COMPILED = not isinstance(__spec__.loader, zipimport.zipimporter)
 # The non-ASCII characters whose lower case is ASCII (KELVIN SIGN -> "k") or longer than one
 # character (CAPITAL I WITH DOT ABOVE -> "i" + COMBINING DOT ABOVE); tests/test_pii_scan.py
@@ -55,10 +53,9 @@ class Scanned(NamedTuple):
 @lru_cache(maxsize=1)
 def kernel():
     """The process's `PiiScan`, built once from the detectors' literals and keywords."""
-    try:
-        from shardforge._native import PiiScan
-    except ImportError as e:
-        raise ImportError(MISSING) from e
+    from shardforge.native import compiled
+
+    PiiScan = compiled("PiiScan")
     return PiiScan([list(g) for g in secrets.SCAN_LITERALS], [list(secrets.KEYWORDS), list(ssn.KEYWORDS)])
 
 
