@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FOLDERS = {"lib": "shardforge", "jobs": "shardforge.jobs", "loaders": "shardforge.loaders",
            "schemas": "shardforge.schemas"}
 BOTTOM = {"shardforge", "shardforge.config", "shardforge.fs", "shardforge.keys", "shardforge.schemas",
-          "shardforge.stage", "shardforge.stages"}
+          "shardforge.native", "shardforge.stage", "shardforge.stages"}
 FAMILIES = ("ingest", "clean", "score", "decontaminate", "redact", "dedup", "tokenize", "curated", "shards", "report")
 LAYER = {**{f: 1 for f in FAMILIES}, "engine": 2, "loaders": 2, "deploy": 3, "jobs": 4}
 
