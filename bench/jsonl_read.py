@@ -6,16 +6,17 @@ shared frame persisted while both are written, as the runner does).
 
 One embedded local[2] session; variants alternate within a round. Variants (seconds of wall
 time, medians over the rounds):
-- `lines`: the reader's lines into the JVM, nothing else (the floor);
+- `lines`: the reader's lines (with the key scan) into the JVM, nothing else (the floor);
 - `spark.read.json`: Spark's own JSON reader on the same file, two string columns (a reference
   a user might reach for; it has no per-line reasons, no record cap, no other keys kept);
-- `kept: before` / `kept: now`: the documents of `_parse_jsonl` with each line's other keys
-  found by Spark's `json_object_keys` (a second whole parse of every line; the reader's scan
-  left out, as before 2026-12-04 evening) and found by the reader's compiled scan (`other_keys`);
+- `kept: before` / `kept: now`: the documents of `_parse_jsonl`, Spark parsing every line (its
+  other keys found by the reader's compiled scan, as on 2026-12-04 evening) and the reader
+  decoding the named fields itself where JSON leaves no doubt (`named_fields`), Spark parsing
+  only the lines it declines;
 - `stage: before` / `stage: now`: the read stage's writes the same two ways: kept rows and
   rejects as Parquet with the shared frame persisted.
-(The 2026-12-03 figures in BENCHMARKS.md compared other variants: the parse before 2026-12-03
-evening, in this script at that day's commits.)
+(Earlier figures in BENCHMARKS.md compared other variants: the parse before 2026-12-03 evening,
+and Spark's json_object_keys against the scan on 2026-12-04, in this script at those commits.)
 Prints a table and writes bench/results/jsonl_read.json.
 """
 from __future__ import annotations
@@ -45,14 +46,14 @@ def run(args, corpus, spark, work) -> None:
     from shardforge.config import IngestSection
     from shardforge.ingest.readers import spark as pyread
     from shardforge.ingest.readers.files import InputFile
-    from shardforge.ingest.stage import _parse_jsonl, known_keys
+    from shardforge.ingest.stage import _parse_jsonl, known_keys, named_keys
 
     cfg = IngestSection()
     files = [InputFile(str(corpus), corpus.name, "jsonl")]
     out = work / "out"
 
-    def lines(known=known_keys(cfg)):
-        return pyread.jsonl(spark, files, cfg.max_record_bytes, known)
+    def lines(named=named_keys(cfg)):
+        return pyread.jsonl(spark, files, cfg.max_record_bytes, known_keys(cfg), named)
 
     def noop(df):
         df.write.format("noop").mode("overwrite").save()
@@ -63,17 +64,17 @@ def run(args, corpus, spark, work) -> None:
         rejected.write.parquet(str(out / "rejected"))
         shared.unpersist()
 
-    def stage_of(known):
-        res = _parse_jsonl(lines(known), cfg)
+    def stage_of(named):
+        res = _parse_jsonl(lines(named), cfg)
         stage(res.kept, res.rejected, res.shared[0])
 
     variants = {
-        "lines": lambda: noop(lines()),
+        "lines": lambda: noop(lines(())),
         "spark.read.json": lambda: noop(spark.read.schema("id string, text string").json(str(corpus))),
         "kept: before": lambda: noop(_parse_jsonl(lines(()), cfg).kept),
         "kept: now": lambda: noop(_parse_jsonl(lines(), cfg).kept),
         "stage: before": lambda: stage_of(()),
-        "stage: now": lambda: stage_of(known_keys(cfg)),
+        "stage: now": lambda: stage_of(named_keys(cfg)),
     }
     # the outputs must not differ: same documents either way
     a, b = _parse_jsonl(lines(()), cfg).kept, _parse_jsonl(lines(), cfg).kept

@@ -218,3 +218,96 @@ def test_meta_is_the_same_whether_the_reader_or_spark_finds_other_keys(spark, tm
     assert scanned == asked
     metas = [r[4] for r in scanned[0]]
     assert sum(m is not None for m in metas) > 150 and sum(m is None for m in metas) > 50
+
+
+def _named_lines(n: int, seed: int) -> list[str]:
+    """JSONL lines on the edges of the reader's decoding: the four named keys with string values
+    written every way JSON allows (escapes, surrogate pairs, raw non-ASCII), and the lines it
+    must leave to Spark: lone surrogates, escapes JSON lacks, raw control characters, numbers,
+    objects, a key twice, another key, trailing text, damaged lines, blanks."""
+    import random
+
+    rng = random.Random(seed)
+    keys = ["id", "text", "source", "url"]
+    strings = ['"plain words"', '"quote \\" and backslash \\\\ and slash \\/"', '"tab\\tnew\\nline\\r\\b\\f"',
+               '"\\u00e9t\\u00C9 caf\u00e9 \u6f22\u5b57"', '"emoji \\ud83d\\ude00 raw \U0001F600"',
+               '"nul \\u0000 end"', '""', '"{\\"nested\\": [1, 2]}"', '"a:b,c}"', '"\u2028 line sep"']
+    declined = ['"lone \\ud800 high"', '"lone \\udc00 low"', '"bad \\x escape"', '"raw\ttab"', '42', 'true',
+                '{"k": "v"}', '["a"]', '"half \\u12"', '"cut \\ud83d\\u0041"']
+    lines = []
+    for _ in range(n):
+        chosen = rng.sample(keys, rng.randint(0, 4))
+        if rng.random() < 0.1 and chosen:
+            chosen.append(rng.choice(chosen))               # a key twice
+        if rng.random() < 0.05:
+            chosen.append("lang")                           # another key
+        pairs = []
+        for k in chosen:
+            r = rng.random()
+            v = rng.choice(declined) if r < 0.08 else "null" if r < 0.2 else rng.choice(strings)
+            pairs.append(f'"{k}"{rng.choice([":", ": ", " :  "])}{v}')
+        line = rng.choice(["{", " {", "{\t"]) + rng.choice([",", ", "]).join(pairs) + rng.choice(["}", "} ", " }"])
+        r = rng.random()
+        if r < 0.04:
+            line = rng.choice([line[:-1], line + " x", "[" + line + "]", line.replace(":", "", 1), "   ", "null"])
+        elif r < 0.06 and '"text"' in line:
+            line = line.replace('"text"', '"te\\u0078t"', 1)  # an escaped key
+        lines.append(line)
+    return lines
+
+
+def test_the_readers_decoded_fields_are_pythons_json_values():
+    """Where the reader decodes a line's named fields, they are what Python's JSON parser reads
+    (absent and null both null); it declines every line Python would read otherwise or reject,
+    and decodes most of the rest."""
+    import pyarrow as pa
+
+    from shardforge.ingest.readers.spark import LINES, named_fields
+
+    named = ("id", "text", "source", "url")
+    lines = _named_lines(4000, 3)
+    batch = pa.RecordBatch.from_pylist([{"_line": ln, "_file": "f"} for ln in lines], LINES)
+    out = named_fields(batch, named).to_pydict()
+    decoded = 0
+    for i, line in enumerate(lines):
+        if not out["_parsed"][i]:
+            assert out["_line"][i] == line and all(out[f"_f{k}"][i] is None for k in range(4))
+            continue
+        decoded += 1
+        obj = json.loads(line)                              # strict: raw control characters refused
+        assert isinstance(obj, dict) and set(obj) <= set(named), line
+        assert line.count('"id"') + line.count('"text"') + line.count('"source"') + line.count('"url"') == len(obj)
+        assert all(v is None or isinstance(v, str) for v in obj.values()), line
+        assert not any(0xD800 <= ord(c) < 0xE000 for v in obj.values() if v for c in v), line
+        assert [out[f"_f{k}"][i] for k in range(4)] == [obj.get(k) for k in named], line
+        assert out["_line"][i] is None and out["_others"][i] is False
+    assert 2000 < decoded < 3900
+
+
+def test_documents_are_the_same_whether_the_reader_or_spark_decodes_the_fields(spark, tmp_path):
+    """The ingest stage's documents and rejects from lines whose named fields the reader decoded
+    are those Spark's from_json gives when it parses every line; lines over the reader's size cap
+    go to Spark too."""
+    from shardforge.ingest.readers import spark as pyread
+    from shardforge.ingest.readers.files import InputFile
+    from shardforge.ingest.stage import _parse_jsonl, known_keys, named_keys
+
+    lines = _named_lines(1500, 17)
+    lines += ['{"id": "long-%d", "text": "%s"}' % (i, "x" * (300 + i)) for i in range(5)]
+    p = tmp_path / "named.jsonl"
+    p.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    cfg = IngestSection()
+    files = [InputFile(path=str(p), source="named.jsonl", format="jsonl")]
+
+    def result(named, parse_max=pyread.PARSE_MAX_LINE_BYTES):
+        res = _parse_jsonl(pyread.jsonl(spark, files, cfg.max_record_bytes, known_keys(cfg), named, parse_max), cfg)
+        cols = ["id", "text", "source", "url", "meta"]
+        order = lambda r: tuple("" if v is None else str(v) for v in r)   # noqa: E731
+        return (sorted((tuple(r) for r in res.kept.select(*cols).collect()), key=order),
+                sorted((tuple(r) for r in res.rejected.select("reason", "record", "detail").collect()), key=order))
+
+    decoded, spark_only, capped = result(named_keys(cfg)), result(()), result(named_keys(cfg), 300)
+    assert decoded == spark_only == capped
+    kept, rejected = decoded
+    assert len(kept) > 400 and len(rejected) > 400
+    assert any(r[1] and "\U0001F600" in r[1] for r in kept) and any(r[1] == "" for r in kept)

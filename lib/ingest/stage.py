@@ -152,12 +152,26 @@ def _parse_jsonl(lines: DataFrame, cfg: IngestSection) -> StageResult:
     parse = F.from_json("_line", known + typed + ", _corrupt string",
                         {"mode": "PERMISSIVE", "columnNameOfCorruptRecord": "_corrupt"})
     marked = "_reason" in lines.columns
+    # the reader decoded the named fields of most lines already (`readers.spark.named_fields`:
+    # `_parsed`, `_line` null there); Spark parses the others
+    decoded = "_parsed" in lines.columns
+    if decoded:
+        if declared.fields:
+            raise ValueError("_parse_jsonl: the reader decodes named fields only without [ingest] columns")
+        from shardforge.ingest.readers.spark import FIELDS
+
+        names = [cfg.id_column, cfg.text_column, cfg.source_column, "url"]
+        fast = F.struct(*[F.col(f).alias(k) for f, k in zip(FIELDS, names)],
+                        F.lit(None).cast("string").alias("_corrupt"))
+        parse = F.when(F.col("_parsed"), fast).otherwise(parse)
     # a one-element explode keeps the parsed struct a column of its own: through a plain
     # projection the optimizer pushes the filters below into the parse's place, and the line
     # was parsed once per condition and again after them
     parsed = lines.select("*", F.explode(F.array(parse)).alias("_j"))
     line_ok = F.col("_reason").isNull() if marked else F.lit(True)
     blank = F.trim(F.col("_line")) == ""
+    # a decoded line's `_line` is null: it is not blank
+    line_blank = F.when(F.col("_parsed"), F.lit(False)).otherwise(blank) if decoded else blank
     malformed = F.col("_j").isNull() | F.col("_j._corrupt").isNotNull()
     skip = list(known_keys(cfg))
     # the line's other keys as JSON text; parsed as a map only on lines that have such keys
@@ -168,7 +182,7 @@ def _parse_jsonl(lines: DataFrame, cfg: IngestSection) -> StageResult:
     if "_others" in lines.columns:
         has_extras = F.coalesce(F.col("_others"), has_extras)
     extras = F.map_filter(F.from_json("_line", "map<string,string>"), lambda k, v: ~k.isin(*skip))
-    good = line_ok & ~blank & ~malformed
+    good = line_ok & ~line_blank & ~malformed
     shared = parsed.select(
         "_file", "_j", good.alias("_good"),
         F.when(good, F.when(has_extras, F.to_json(extras))).alias("_meta"),
@@ -268,7 +282,9 @@ def _python_read(spark: SparkSession, files: list, cfg: IngestSection) -> list[t
     out = []
     jsonl = [f for f in files if f.format.startswith("jsonl")]
     if jsonl:
-        out.append((_parse_jsonl(pyread.jsonl(spark, jsonl, cfg.max_record_bytes, known_keys(cfg)), cfg), None))
+        # the reader decodes the four named fields itself (not with typed [ingest] columns)
+        named = named_keys(cfg) if not cfg.columns and len(set(named_keys(cfg))) == 4 else ()
+        out.append((_parse_jsonl(pyread.jsonl(spark, jsonl, cfg.max_record_bytes, known_keys(cfg), named), cfg), None))
     warc = [f for f in files if f.format == "warc"]
     if warc:
         marked = pyread.warc(spark, warc, PageLimits(cfg.max_page_bytes, cfg.extract_timeout))

@@ -112,3 +112,148 @@ impl KnownKeys {
         }
     }
 }
+
+/// The ingest stage's named fields of one JSONL line, read in the same scan (the reader's
+/// `parse`): where a line is one JSON object whose keys are all named ones, none twice, each
+/// value a string or `null`, strictly as JSON writes them, its fields are decoded here and
+/// Spark's `from_json` is not asked. Anything else (another key, a number, an escape JSON
+/// does not have, a raw control character, a lone surrogate, a line over the size cap) is left
+/// to Spark, which decides as it always did: a line this reader declines costs time, never a
+/// value.
+pub struct NamedFields {
+    named: Vec<Vec<u8>>,
+    known: KnownKeys,
+    max_line: usize,
+}
+
+/// A string's decoded bytes appended to `out`; None when JSON (as Spark's parser reads it by
+/// default) would not accept it, or it holds a lone surrogate. `b[i]` is the opening quote.
+fn decode_string(b: &[u8], mut i: usize, out: &mut Vec<u8>) -> Option<usize> {
+    i += 1;
+    let mut run = i;
+    loop {
+        let c = *b.get(i)?;
+        match c {
+            b'"' => {
+                out.extend_from_slice(&b[run..i]);
+                return Some(i + 1);
+            }
+            b'\\' => {
+                out.extend_from_slice(&b[run..i]);
+                let e = *b.get(i + 1)?;
+                i += 2;
+                match e {
+                    b'"' | b'\\' | b'/' => out.push(e),
+                    b'b' => out.push(8),
+                    b'f' => out.push(12),
+                    b'n' => out.push(b'\n'),
+                    b'r' => out.push(b'\r'),
+                    b't' => out.push(b'\t'),
+                    b'u' => {
+                        let hi = hex4(b, i)?;
+                        i += 4;
+                        let cp = if (0xD800..0xDC00).contains(&hi) {
+                            if b.get(i) != Some(&b'\\') || b.get(i + 1) != Some(&b'u') {
+                                return None;
+                            }
+                            let lo = hex4(b, i + 2)?;
+                            if !(0xDC00..0xE000).contains(&lo) {
+                                return None;
+                            }
+                            i += 6;
+                            0x10000 + ((hi - 0xD800) << 10) + (lo - 0xDC00)
+                        } else if (0xDC00..0xE000).contains(&hi) {
+                            return None;
+                        } else {
+                            hi
+                        };
+                        let ch = char::from_u32(cp)?;
+                        let mut buf = [0u8; 4];
+                        out.extend_from_slice(ch.encode_utf8(&mut buf).as_bytes());
+                    }
+                    _ => return None,
+                }
+                run = i;
+            }
+            0..=0x1f => return None,
+            _ => i += 1,
+        }
+    }
+}
+
+fn hex4(b: &[u8], i: usize) -> Option<u32> {
+    let s = b.get(i..i + 4)?;
+    let mut v = 0u32;
+    for &c in s {
+        v = v * 16 + (c as char).to_digit(16)?;
+    }
+    Some(v)
+}
+
+/// What one line gave: the key scan's answer (0 all known, 1 another key, 2 cannot tell), and
+/// whether its named fields were decoded.
+pub struct Line {
+    pub others: u8,
+    pub parsed: bool,
+}
+
+impl NamedFields {
+    pub fn new(named: Vec<String>, known: Vec<String>, max_line: usize) -> Self {
+        NamedFields { named: named.into_iter().map(String::into_bytes).collect(), known: KnownKeys::new(known), max_line }
+    }
+
+    pub fn width(&self) -> usize {
+        self.named.len()
+    }
+
+    /// Scans `line`; when it is parsed, field k's bytes are `out[k]` (None: absent or null).
+    /// `out` is cleared first and holds partial values when the line is not parsed.
+    pub fn read(&self, line: &[u8], out: &mut [Option<Vec<u8>>]) -> Line {
+        for o in out.iter_mut() {
+            *o = None;
+        }
+        let others = match self.known.other_keys(line) {
+            Some(false) => 0,
+            Some(true) => 1,
+            None => 2,
+        };
+        let parsed = others == 0 && line.len() <= self.max_line && self.fields(line, out).is_some();
+        Line { others, parsed }
+    }
+
+    /// The fields of a line the key scan found well formed with known keys only.
+    fn fields(&self, b: &[u8], out: &mut [Option<Vec<u8>>]) -> Option<()> {
+        let mut seen = vec![false; self.named.len()];
+        let mut i = ws(b, 0) + 1; // past '{'
+        i = ws(b, i);
+        if b.get(i) == Some(&b'}') {
+            return Some(());
+        }
+        loop {
+            let (end, _) = string_end(b, i)?;
+            let k = self.named.iter().position(|n| n.as_slice() == &b[i + 1..end - 1])?;
+            if seen[k] {
+                return None; // a key twice: Spark decides which value wins
+            }
+            seen[k] = true;
+            i = ws(b, ws(b, end) + 1); // past ':'
+            match b.get(i)? {
+                b'"' => {
+                    let mut v = Vec::new();
+                    i = decode_string(b, i, &mut v)?;
+                    out[k] = Some(v);
+                }
+                b'n' if b.get(i..i + 4) == Some(b"null") => {
+                    i += 4;
+                }
+                _ => return None,
+            }
+            i = ws(b, i);
+            match b.get(i)? {
+                b',' => i = ws(b, i + 1),
+                b'}' => return Some(()),
+                _ => return None,
+            }
+        }
+    }
+}

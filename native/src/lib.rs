@@ -8,7 +8,8 @@
 //! tokenizers gives for the same tokenizer.json (bpe.rs; shardforge/tokenize/native.py).
 //! `LowerAlnum`: dedup's `lower_alnum` text normalisation (alnum.rs; shardforge/dedup/normalize.py).
 //! `KnownKeys`: whether a JSONL line's object has top-level keys beyond the known ones
-//! (jsonkeys.rs; shardforge/ingest/readers/spark.py).
+//! (jsonkeys.rs; shardforge/ingest/readers/spark.py). `NamedFields`: a JSONL line's named string
+//! fields decoded in the same scan, where JSON leaves no doubt (jsonkeys.rs; the same reader).
 //! `UrlCredentials`: URL userinfo and credential parameters replaced as the JVM's patterns
 //! replace them (urls.rs; shardforge/redact/privacy.py).
 
@@ -357,6 +358,71 @@ impl KnownKeys {
 }
 
 #[pyclass(module = "shardforge._native")]
+struct NamedFields {
+    f: jsonkeys::NamedFields,
+}
+
+#[pymethods]
+impl NamedFields {
+    #[new]
+    fn new(named: Vec<String>, known: Vec<String>, max_line: usize) -> Self {
+        NamedFields { f: jsonkeys::NamedFields::new(named, known, max_line) }
+    }
+
+    /// For the lines between consecutive `offsets` (int32) in `data`: the key scan's answer
+    /// per line (as `KnownKeys.other_keys`), one byte per line that is 1 where the named fields
+    /// were decoded, and per named field an Arrow string column's parts (int32 offsets, data,
+    /// one validity byte per line; null where absent, null, or the line was not decoded).
+    #[allow(clippy::type_complexity)]
+    fn read<'py>(&self, py: Python<'py>, offsets: PyBuffer<i32>, data: PyBuffer<u8>)
+        -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyBytes>, Vec<(Bound<'py, PyBytes>, Bound<'py, PyBytes>, Bound<'py, PyBytes>)>)> {
+        let offs = slice(&offsets, "offsets")?;
+        let bytes = slice(&data, "data")?;
+        for w in offs.windows(2) {
+            if w[0] < 0 || w[0] > w[1] || w[1] as usize > bytes.len() {
+                return Err(PyValueError::new_err("NamedFields.read: offsets out of range"));
+            }
+        }
+        let width = self.f.width();
+        let n = offs.len().saturating_sub(1);
+        let (others, parsed, cols) = py.allow_threads(|| {
+            let mut others = Vec::with_capacity(n);
+            let mut parsed = Vec::with_capacity(n);
+            let mut cols: Vec<(Vec<i32>, Vec<u8>, Vec<u8>)> =
+                (0..width).map(|_| (vec![0i32], Vec::new(), Vec::with_capacity(n))).collect();
+            let mut got: Vec<Option<Vec<u8>>> = vec![None; width];
+            for w in offs.windows(2) {
+                let line = self.f.read(&bytes[w[0] as usize..w[1] as usize], &mut got);
+                others.push(line.others);
+                parsed.push(line.parsed as u8);
+                for (k, (o, d, v)) in cols.iter_mut().enumerate() {
+                    match (&got[k], line.parsed) {
+                        (Some(val), true) => {
+                            d.extend_from_slice(val);
+                            v.push(1);
+                        }
+                        _ => v.push(0),
+                    }
+                    o.push(d.len() as i32);
+                }
+            }
+            (others, parsed, cols)
+        });
+        if cols.iter().any(|(_, d, _)| d.len() > i32::MAX as usize) {
+            return Err(PyValueError::new_err("NamedFields.read: a column over 2 GiB"));
+        }
+        let cols = cols
+            .into_iter()
+            .map(|(o, d, v)| {
+                let ob: Vec<u8> = o.iter().flat_map(|x| x.to_le_bytes()).collect();
+                (PyBytes::new(py, &ob), PyBytes::new(py, &d), PyBytes::new(py, &v))
+            })
+            .collect();
+        Ok((PyBytes::new(py, &others), PyBytes::new(py, &parsed), cols))
+    }
+}
+
+#[pyclass(module = "shardforge._native")]
 struct UrlCredentials {
     c: urls::Credentials,
 }
@@ -397,6 +463,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<LowerAlnum>()?;
     m.add_class::<UrlCredentials>()?;
     m.add_class::<KnownKeys>()?;
+    m.add_class::<NamedFields>()?;
     m.add_function(wrap_pyfunction!(reasons, m)?)?;
     m.add_function(wrap_pyfunction!(normalize_texts, m)?)?;
     m.add_function(wrap_pyfunction!(signals, m)?)?;

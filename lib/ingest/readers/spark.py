@@ -29,6 +29,16 @@ LINES = pa.schema([("_line", pa.string()), ("_file", pa.string()), ("_reason", p
 # JSONL lines with `_others`: does the line's object have a top-level key beyond the stage's known
 # ones (true / false, null: the scan cannot tell, and Spark is asked; see `other_keys`)
 JSONL_LINES = pa.schema(list(LINES) + [pa.field("_others", pa.bool_())])
+# with the named fields decoded by the reader (`named_fields`): `_parsed` is true where they
+# were, and then `_line` is null and `_f0`.. hold the fields in `named` order (null: absent or
+# JSON null); false where Spark parses `_line` as before
+FIELDS = tuple(f"_f{k}" for k in range(4))
+JSONL_FIELDS = pa.schema(list(JSONL_LINES) + [pa.field("_parsed", pa.bool_())]
+                         + [pa.field(f, pa.string()) for f in FIELDS])
+# lines longer than this are never decoded by the reader (Spark parses them, as it parses
+# every line the reader declines): far above a web document, and below any limit Spark's JSON
+# parser puts on one string
+PARSE_MAX_LINE_BYTES = 4 << 20
 WARC = pa.schema([("_rtype", pa.string()), ("_file", pa.string()), ("id", pa.string()), ("url", pa.string()),
                   ("http_status", pa.int32()), ("content_type", pa.string()), ("charset", pa.string()),
                   ("text", pa.string()), ("meta", pa.string()), ("_reason", pa.string()), ("_detail", pa.string())])
@@ -103,13 +113,20 @@ def jsonl_splits(files: list[InputFile], split_bytes: int) -> list[tuple[str, st
     return out
 
 
-def jsonl(spark: SparkSession, files: list[InputFile], max_record_bytes: int, known: tuple[str, ...] = ()) -> DataFrame:
+def jsonl(spark: SparkSession, files: list[InputFile], max_record_bytes: int, known: tuple[str, ...] = (),
+          named: tuple[str, ...] = (), parse_max: int = PARSE_MAX_LINE_BYTES) -> DataFrame:
     """Lines of JSONL files, plain (local, in byte-range splits of `split_bytes_of` for their
     total size) or .gz, .bz2, .zst: `_line`, `_file`; a line over `max_record_bytes` is a row with
     `_reason` invalid:record_too_large (never held whole), an unreadable or truncated file one row
     with invalid:unreadable_file. `_others` answers, per line, whether its object has top-level keys
-    other than `known` (`other_keys`)."""
+    other than `known` (`other_keys`). With `named` (the four keys read into id, text, source and
+    url; `known` must then be those alone) the reader also decodes them where JSON leaves no
+    doubt (`named_fields`: JSONL_FIELDS), so Spark parses only the lines it declines."""
     from shardforge.ingest.readers.streams import jsonl_lines
+
+    if named and (len(named) != len(FIELDS) or set(known) != set(named)):
+        raise ValueError(f"jsonl: named keys {named!r} must be {len(FIELDS)} and the only known ones ({known!r})")
+    decode = bool(named) and COMPILED
 
     def run(batches):
         def rows():
@@ -117,7 +134,10 @@ def jsonl(spark: SparkSession, files: list[InputFile], max_record_bytes: int, kn
                 for path, source, fmt, start, end in zip(*(b.column(i).to_pylist() for i in range(5))):
                     yield from jsonl_lines(path, source, fmt, max_record_bytes, start, None if end < 0 else end)
         for batch in _batches(rows(), LINES):
-            yield batch.append_column(JSONL_LINES.field("_others"), other_keys(batch.column("_line"), known))
+            if decode:
+                yield named_fields(batch, named, parse_max)
+            else:
+                yield batch.append_column(JSONL_LINES.field("_others"), other_keys(batch.column("_line"), known))
 
     plain = [f.path[len("file://"):] if f.path.startswith("file://") else f.path for f in files if f.format == "jsonl"]
     plain = [p for p in plain if "://" not in p]
@@ -126,7 +146,7 @@ def jsonl(spark: SparkSession, files: list[InputFile], max_record_bytes: int, kn
     n = max(1, min(len(splits), 10_000))
     frame = spark.createDataFrame(spark.sparkContext.parallelize(splits, n),
                                   "path string, source string, format string, start long, end long")
-    return frame.mapInArrow(run, _spark_schema(JSONL_LINES))
+    return frame.mapInArrow(run, _spark_schema(JSONL_FIELDS if decode else JSONL_LINES))
 
 
 # the compiled kernel answers `other_keys`; from the `--py-files` zip (no compiled module) every
@@ -155,6 +175,45 @@ def other_keys(lines: pa.Array, known: tuple[str, ...]) -> pa.Array:
     raw = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, dtype=np.uint8)
     got = np.frombuffer(_keys_kernel(known).other_keys(offs, raw), dtype=np.uint8)
     return pa.array(got == 1, mask=got == 2)
+
+
+@lru_cache(maxsize=4)
+def _fields_kernel(named: tuple[str, ...], parse_max: int):
+    from shardforge.native import compiled
+
+    return compiled("NamedFields")(list(named), list(named), parse_max)
+
+
+def named_fields(batch: pa.RecordBatch, named: tuple[str, ...], parse_max: int = PARSE_MAX_LINE_BYTES) -> pa.RecordBatch:
+    """A LINES batch as a JSONL_FIELDS one: per line, `_others` (as `other_keys` with `named` as
+    the known keys), and where the line is one JSON object of `named` keys only, each at most
+    once, each a string or null written as JSON writes them, and at most `parse_max` bytes:
+    `_parsed` true, the decoded fields in `_f0`.., and `_line` null. Other lines keep `_line`
+    for Spark (`_parsed` false, fields null)."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    lines = batch.column("_line")
+    n = len(lines)
+    if n == 0:
+        return pa.RecordBatch.from_arrays(list(batch.columns) + [pa.array([], pa.bool_()), pa.array([], pa.bool_())]
+                                          + [pa.array([], pa.string())] * len(FIELDS), schema=JSONL_FIELDS)
+    _, offsets, data = lines.buffers()
+    offs = np.frombuffer(offsets, dtype=np.int32)[lines.offset:lines.offset + n + 1]
+    raw = np.frombuffer(data, dtype=np.uint8) if data is not None else np.zeros(0, dtype=np.uint8)
+    others, parsed, cols = _fields_kernel(tuple(named), parse_max).read(offs, raw)
+    got = np.frombuffer(others, dtype=np.uint8)
+    done = np.frombuffer(parsed, dtype=np.uint8).astype(bool)
+    fields = []
+    for off, values, valid in cols:
+        mask = np.packbits(np.frombuffer(valid, dtype=np.uint8), bitorder="little")
+        fields.append(pa.Array.from_buffers(pa.string(), n, [pa.py_buffer(mask.tobytes()), pa.py_buffer(off),
+                                                              pa.py_buffer(values)]))
+    parsed_arr = pa.array(done)
+    kept_line = pc.if_else(parsed_arr, pa.scalar(None, pa.string()), lines) if done.any() else lines
+    cols_out = [kept_line if name == "_line" else batch.column(name) for name in batch.schema.names]
+    return pa.RecordBatch.from_arrays(cols_out + [pa.array(got == 1, mask=got == 2), parsed_arr] + fields,
+                                      schema=JSONL_FIELDS)
 
 
 def warc(spark: SparkSession, files: list[InputFile], limits: PageLimits) -> DataFrame:
