@@ -94,3 +94,43 @@ def test_a_batch_walked_in_lanes_gives_each_texts_own_bytes(docs):
     got = list(zip(np.frombuffer(idx, "<u4").tolist(), np.frombuffer(prob, "<f8").tolist()))
     assert len(got) == len(encoded) and len({len(b) for b in encoded}) > 20
     assert got == [langid._classify_reference(m, b) for b in encoded]
+
+
+def test_the_cached_model_is_the_converted_model_and_a_damaged_cache_is_converted_again(tmp_path, monkeypatch, docs):
+    """The model arrays a process reads from the cache folder are those converted from
+    py3langid's file; a cache folder with a missing array is converted again, not trusted."""
+    import subprocess
+    import sys
+
+    monkeypatch.setenv("SHARDFORGE_CACHE", str(tmp_path))
+    want = langid.convert_model()
+    langid.model.cache_clear()
+    try:
+        first = langid.model()                      # converts and writes the folder
+        (folder,) = tmp_path.glob("langid-model-*")
+        assert sorted(p.name for p in folder.iterdir()) == ["model.json", "nextmove.npy", "out.npy", "pc.npy",
+                                                            "ptc.npy", "row.npy"]
+        langid.model.cache_clear()
+        cached = langid.model()                     # reads it back, memory-mapped
+        assert isinstance(cached.ptc, np.memmap)
+        for m in (first, cached):
+            assert m.classes == want.classes and m.aliases == want.aliases
+            for name in ("nextmove", "row", "out", "ptc", "pc"):
+                got, ref = getattr(m, name), getattr(want, name)
+                assert got.dtype == ref.dtype and np.array_equal(got, ref), name
+        # a fresh process classifies with the cached model as this one does with the converted one
+        texts = [d for d in docs[:40]]
+        code = ("import json,sys; from shardforge.clean import langid; "
+                "print(json.dumps(langid.identify_many(json.load(sys.stdin))))")
+        out = subprocess.run([sys.executable, "-c", code], input=json.dumps(texts), capture_output=True, text=True,
+                             check=True, env={**__import__("os").environ, "SHARDFORGE_CACHE": str(tmp_path)})
+        langid.model.cache_clear()
+        langid.kernel.cache_clear()
+        assert json.loads(out.stdout) == [list(x) for x in langid.identify_many(texts)]
+        (folder / "ptc.npy").unlink()
+        langid.model.cache_clear()
+        again = langid.model()
+        assert not isinstance(again.ptc, np.memmap) and np.array_equal(again.ptc, want.ptc)
+    finally:
+        langid.model.cache_clear()
+        langid.kernel.cache_clear()

@@ -46,7 +46,58 @@ class Model(NamedTuple):
 
 @lru_cache(maxsize=1)
 def model() -> Model:
-    """py3langid's model arrays, read once per process."""
+    """py3langid's model arrays, read once per process: memory-mapped from this machine's cache
+    folder when an earlier process converted the same model file with the same code (`_model_key`), else
+    converted from py3langid's LZMA-compressed model (about 1 s, paid by every Spark Python
+    worker before the cache) and written there (an unwritable cache folder only costs the
+    conversion each time)."""
+    import json
+    import os
+    import shutil
+
+    from shardforge.fs import cache_dir
+
+    arrays = ("nextmove", "row", "out", "ptc", "pc")
+    try:
+        folder = cache_dir() / f"langid-model-{_model_key()}"
+    except OSError:                         # this module read from a zip: no file to key the cache by
+        return convert_model()
+    try:
+        meta = json.loads((folder / "model.json").read_text(encoding="utf-8"))
+        got = {n: np.load(folder / f"{n}.npy", mmap_mode="r", allow_pickle=False) for n in arrays}
+        return Model(meta["classes"], *(got[n] for n in arrays), [tuple(a) for a in meta["aliases"]])
+    except (OSError, ValueError, KeyError):
+        pass
+    m = convert_model()
+    tmp = folder.with_name(f"{folder.name}.{os.getpid()}.tmp")
+    try:
+        tmp.mkdir(parents=True, exist_ok=True)
+        for n in arrays:
+            np.save(tmp / f"{n}.npy", getattr(m, n), allow_pickle=False)
+        (tmp / "model.json").write_text(json.dumps({"classes": m.classes, "aliases": m.aliases}), encoding="utf-8")
+        os.replace(tmp, folder)             # whole or not at all; another process may have won
+    except OSError:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return m
+
+
+def _model_key() -> str:
+    """What the converted arrays depend on: py3langid's model file, this module's code, numpy's
+    version."""
+    import hashlib
+    from pathlib import Path
+
+    from py3langid.langid import MODEL_DIR, MODEL_FILE
+
+    h = hashlib.sha256()
+    h.update(Path(MODEL_DIR / MODEL_FILE).read_bytes())
+    h.update(Path(__file__).read_bytes())
+    h.update(np.__version__.encode())
+    return h.hexdigest()[:20]
+
+
+def convert_model() -> Model:
+    """py3langid's model arrays from its own model file."""
     from py3langid.langid import MODEL_DIR, MODEL_FILE, LanguageIdentifier
 
     ident = LanguageIdentifier.from_modelpath(MODEL_DIR / MODEL_FILE, norm_probs=True)
