@@ -23,14 +23,12 @@ fn string_end(b: &[u8], mut i: usize) -> Option<(usize, bool)> {
     i += 1;
     let mut escaped = false;
     while i < b.len() {
-        match b[i] {
-            b'"' => return Some((i + 1, escaped)),
-            b'\\' => {
-                escaped = true;
-                i += 2;
-            }
-            _ => i += 1,
+        i += memchr::memchr2(b'"', b'\\', &b[i..])?;
+        if b[i] == b'"' {
+            return Some((i + 1, escaped));
         }
+        escaped = true;
+        i += 2;
     }
     None
 }
@@ -132,7 +130,13 @@ fn decode_string(b: &[u8], mut i: usize, out: &mut Vec<u8>) -> Option<usize> {
     i += 1;
     let mut run = i;
     loop {
-        let c = *b.get(i)?;
+        // the next quote or backslash; the bytes before it must hold no raw control character
+        let next = i + memchr::memchr2(b'"', b'\\', b.get(i..)?)?;
+        if b[i..next].iter().fold(false, |acc, &c| acc | (c < 0x20)) {
+            return None;
+        }
+        i = next;
+        let c = b[i];
         match c {
             b'"' => {
                 out.extend_from_slice(&b[run..i]);
@@ -197,6 +201,22 @@ pub struct Line {
     pub parsed: bool,
 }
 
+/// One named field's Arrow string column being built: offsets, data, one validity byte per line.
+pub struct Column {
+    pub offsets: Vec<i32>,
+    pub data: Vec<u8>,
+    pub valid: Vec<u8>,
+}
+
+impl Column {
+    /// For `lines` lines of `bytes` bytes in all (no field's data can be longer).
+    pub fn new(lines: usize, bytes: usize) -> Self {
+        let mut offsets = Vec::with_capacity(lines + 1);
+        offsets.push(0);
+        Column { offsets, data: Vec::with_capacity(bytes), valid: Vec::with_capacity(lines) }
+    }
+}
+
 impl NamedFields {
     pub fn new(named: Vec<String>, known: Vec<String>, max_line: usize) -> Self {
         NamedFields { named: named.into_iter().map(String::into_bytes).collect(), known: KnownKeys::new(known), max_line }
@@ -206,24 +226,32 @@ impl NamedFields {
         self.named.len()
     }
 
-    /// Scans `line`; when it is parsed, field k's bytes are `out[k]` (None: absent or null).
-    /// `out` is cleared first and holds partial values when the line is not parsed.
-    pub fn read(&self, line: &[u8], out: &mut [Option<Vec<u8>>]) -> Line {
-        for o in out.iter_mut() {
-            *o = None;
-        }
+    /// Scans `line` and appends one row to each of `cols` (one per named field): the decoded
+    /// value, or null (absent, JSON null, or the line not decoded).
+    pub fn read(&self, line: &[u8], cols: &mut [Column]) -> Line {
         let others = match self.known.other_keys(line) {
             Some(false) => 0,
             Some(true) => 1,
             None => 2,
         };
-        let parsed = others == 0 && line.len() <= self.max_line && self.fields(line, out).is_some();
+        let start: Vec<usize> = cols.iter().map(|c| c.data.len()).collect();
+        let mut set = [false; 8];
+        let parsed = others == 0 && line.len() <= self.max_line && self.named.len() <= set.len()
+            && self.fields(line, cols, &mut set).is_some();
+        for (k, c) in cols.iter_mut().enumerate() {
+            if !parsed {
+                c.data.truncate(start[k]);
+            }
+            c.valid.push((parsed && set[k]) as u8);
+            c.offsets.push(c.data.len() as i32);
+        }
         Line { others, parsed }
     }
 
-    /// The fields of a line the key scan found well formed with known keys only.
-    fn fields(&self, b: &[u8], out: &mut [Option<Vec<u8>>]) -> Option<()> {
-        let mut seen = vec![false; self.named.len()];
+    /// The fields of a line the key scan found well formed with known keys only, appended to
+    /// `cols` (`set[k]`: field k had a string value).
+    fn fields(&self, b: &[u8], cols: &mut [Column], set: &mut [bool; 8]) -> Option<()> {
+        let mut seen = [false; 8];
         let mut i = ws(b, 0) + 1; // past '{'
         i = ws(b, i);
         if b.get(i) == Some(&b'}') {
@@ -239,9 +267,8 @@ impl NamedFields {
             i = ws(b, ws(b, end) + 1); // past ':'
             match b.get(i)? {
                 b'"' => {
-                    let mut v = Vec::new();
-                    i = decode_string(b, i, &mut v)?;
-                    out[k] = Some(v);
+                    i = decode_string(b, i, &mut cols[k].data)?;
+                    set[k] = true;
                 }
                 b'n' if b.get(i..i + 4) == Some(b"null") => {
                     i += 4;

@@ -388,34 +388,22 @@ impl NamedFields {
         let (others, parsed, cols) = py.allow_threads(|| {
             let mut others = Vec::with_capacity(n);
             let mut parsed = Vec::with_capacity(n);
-            let mut cols: Vec<(Vec<i32>, Vec<u8>, Vec<u8>)> =
-                (0..width).map(|_| (vec![0i32], Vec::new(), Vec::with_capacity(n))).collect();
-            let mut got: Vec<Option<Vec<u8>>> = vec![None; width];
+            let mut cols: Vec<jsonkeys::Column> = (0..width).map(|_| jsonkeys::Column::new(n, bytes.len())).collect();
             for w in offs.windows(2) {
-                let line = self.f.read(&bytes[w[0] as usize..w[1] as usize], &mut got);
+                let line = self.f.read(&bytes[w[0] as usize..w[1] as usize], &mut cols);
                 others.push(line.others);
                 parsed.push(line.parsed as u8);
-                for (k, (o, d, v)) in cols.iter_mut().enumerate() {
-                    match (&got[k], line.parsed) {
-                        (Some(val), true) => {
-                            d.extend_from_slice(val);
-                            v.push(1);
-                        }
-                        _ => v.push(0),
-                    }
-                    o.push(d.len() as i32);
-                }
             }
             (others, parsed, cols)
         });
-        if cols.iter().any(|(_, d, _)| d.len() > i32::MAX as usize) {
+        if cols.iter().any(|c| c.data.len() > i32::MAX as usize) {
             return Err(PyValueError::new_err("NamedFields.read: a column over 2 GiB"));
         }
         let cols = cols
             .into_iter()
-            .map(|(o, d, v)| {
-                let ob: Vec<u8> = o.iter().flat_map(|x| x.to_le_bytes()).collect();
-                (PyBytes::new(py, &ob), PyBytes::new(py, &d), PyBytes::new(py, &v))
+            .map(|c| {
+                let ob: Vec<u8> = c.offsets.iter().flat_map(|x| x.to_le_bytes()).collect();
+                (PyBytes::new(py, &ob), PyBytes::new(py, &c.data), PyBytes::new(py, &c.valid))
             })
             .collect();
         Ok((PyBytes::new(py, &others), PyBytes::new(py, &parsed), cols))
