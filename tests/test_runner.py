@@ -169,6 +169,45 @@ def test_rerun_reuses_by_fingerprint_and_a_crash_after_the_curated_commit_adds_n
 
 
 @pytest.mark.slow
+def test_rejects_kept_without_records_are_built_without_them_and_never_reused_by_a_run_keeping_them(
+        spark, tmp_path, stage_runs):
+    """rejects.record = "none" (the FineWeb recipe's setting): every reject row still names
+    its document, stage and reason, and the stages' own rejects in `_run/` hold no record
+    either (the JSON copy of each rejected row is never built). A resumed run that keeps
+    records does not reuse those stages (it would publish rejects without them): it reruns
+    them, and their rejects have records again. Resumed with "none", they are reused."""
+    inp = _jsonl(tmp_path / "docs.jsonl", DOCS + [{"id": "short", "text": "tiny"}], ["{broken json\n"])
+    out = tmp_path / "out"
+    stages = ["ingest", "clean"]
+    bare = _cfg(inp, out, stages, "clean.min_chars=10", 'rejects.record="none"')
+    _run(spark, bare, keep_intermediate=True)
+    table = spark.read.format("delta").load(str(out / "rejects")).collect()
+    assert sorted((r.stage, r.reason) for r in table) == [("clean", "filter:min_chars"),
+                                                          ("ingest", "invalid:malformed_json")]
+    assert [r.id for r in table if r.stage == "clean"] == ["short"]
+    assert [r.record for r in table] == [None, None]
+
+    def stage_rejects(stage):
+        return spark.read.parquet(str(out / "_run" / stage / "rejected")).collect()
+
+    assert [(r.id, r.record, r.detail) for r in stage_rejects("clean")] == [("short", None, None)]
+    assert [r.record for r in stage_rejects("ingest")] == [None]
+
+    _unfinish(out, "clean")
+    stage_runs.clear()
+    _run(spark, bare, keep_intermediate=True)
+    assert stage_runs == ["clean"]                  # the same setting: ingest is reused
+
+    _unfinish(out, "clean")
+    stage_runs.clear()
+    _run(spark, _cfg(inp, out, stages, "clean.min_chars=10"), keep_intermediate=True)
+    assert stage_runs == ["ingest", "clean"]        # records kept: nothing built without them is reused
+    [short] = stage_rejects("clean")
+    assert json.loads(short.record)["text"] == "tiny"
+    assert "{broken json" in stage_rejects("ingest")[0].record
+
+
+@pytest.mark.slow
 def test_a_stage_that_loses_rows_or_breaks_the_schema_stops_the_run(spark, tmp_path, monkeypatch):
     import shardforge.engine.steps as steps
     from shardforge.engine.run import AccountingError

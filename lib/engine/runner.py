@@ -32,6 +32,7 @@ import uuid
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from shardforge import __version__
@@ -230,7 +231,9 @@ class Runner:
         for name in plan:
             spec = REGISTRY[name]
             fp = _sha({"stage": name, "version": __version__, "config": config_part(self.cfg, spec),
-                       "upstream": upstream, "pins": self._pins(spec, state)})
+                       "upstream": upstream, "pins": self._pins(spec, state),
+                       # its rejects keep no record (_materialise): a run keeping them must not reuse it
+                       **({"rejects_record": "none"} if self.cfg.rejects.record == "none" else {})})
             ctx.stage, ctx.fingerprint = name, fp
             if current is None and not spec.is_source and inputs.direct:
                 ctx.input_handle = inputs.direct[0] if len(inputs.direct) == 1 else None
@@ -352,7 +355,13 @@ class Runner:
         shared frame is persisted while its parts are written), read them back, count."""
         shared = out.shared if isinstance(out.shared, (tuple, list)) else (out.shared,)
         shared = [f if f.is_cached else self.run.persist(f) for f in shared if f is not None]
-        frames = {"kept": out.kept, "rejected": out.rejected, **out.extras}
+        rejected = out.rejected
+        if self.cfg.rejects.record == "none" and rejected is not None:
+            # the rejects table will keep no record: never build one (a JSON copy of every
+            # rejected row, text included), nor read the text back for it
+            rejected = rejected.withColumn("record", F.lit(None).cast("string")).withColumn(
+                "detail", F.lit(None).cast("string"))
+        frames = {"kept": out.kept, "rejected": rejected, **out.extras}
         written: dict[str, DataFrame] = {}
         schemas: dict[str, Any] = {}
 
