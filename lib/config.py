@@ -48,6 +48,9 @@ class SparkSection:
     jars_dir: str = ".jars"     # jars from `make jars` (handed over with spark.jars)
     packages: bool = False      # use spark.jars.packages instead (clusters with internet)
     properties: dict[str, str] = field(default_factory=dict)  # extra spark.* settings
+    # the embedded session's JIT: auto | quick (the JVM's first compiler only) | full (the JVM's
+    # default); auto is quick for local input up to 2 GiB (shardforge.engine.session.jit_options)
+    jit: str = "auto"
 
 
 @dataclass(frozen=True)
@@ -346,6 +349,7 @@ class Config:
 
 
 CHOICES: dict[str, tuple[str, ...]] = {
+    "spark.jit": ("auto", "quick", "full"),
     "pipeline.input_format": ("auto", "jsonl", "parquet", "text", "warc", "webdataset", "delta"),
     "download.image_resize_mode": ("none", "keep_ratio", "center_crop", "border"),
     "download.image_format": ("jpeg", "png", "webp"),

@@ -62,6 +62,61 @@ def _documents(n: int, seed: int = 5) -> list[dict]:
     return out
 
 
+def test_the_embedded_jvm_compiles_with_its_first_tier_only_for_local_input_up_to_2_gib(tmp_path, monkeypatch):
+    from shardforge.config import ConfigError, SparkSection, load_config
+    from shardforge.engine.session import QUICK_JIT, driver_java_options, input_size, jit_options
+
+    quick = "-XX:TieredStopAtLevel=1"
+    assert QUICK_JIT == quick
+    auto = SparkSection()
+    assert auto.jit == "auto"
+    assert jit_options(auto, 0) == jit_options(auto, 2 * GIB) == quick
+    assert jit_options(auto, 2 * GIB + 1) == "" and jit_options(auto, None) == ""   # large, or not known
+    assert jit_options(SparkSection(jit="quick"), None) == quick
+    assert jit_options(SparkSection(jit="full"), 1) == ""
+    with pytest.raises(ConfigError, match="spark.jit"):
+        load_config(None, ['spark.jit="fast"'])
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "x.jsonl").write_bytes(b"1" * 1000)
+    (tmp_path / "a" / "y.jsonl").write_bytes(b"2" * 234)
+    (tmp_path / "z.txt").write_bytes(b"3" * 5)
+    assert input_size([tmp_path / "a", tmp_path / "z.txt"]) == 1239
+    assert input_size([f"file://{tmp_path}/z.txt"]) == 5
+    assert input_size([tmp_path / "a", "s3a://bucket/web"]) is None      # an object store: not known
+    assert input_size([tmp_path / "missing"]) is None
+
+    monkeypatch.setenv("SHARDFORGE_CDS", "0")                            # the archive's option aside
+    monkeypatch.delenv("SPARK_SUBMIT_OPTS", raising=False)
+    assert driver_java_options({}, auto, 1000) == quick
+    assert driver_java_options({}, auto, None) is None
+    assert driver_java_options({"spark.driver.extraJavaOptions": "-Dx=1"}, auto, 1000) is None   # the user's win
+    monkeypatch.setenv("SPARK_SUBMIT_OPTS", "-XX:-TieredCompilation")
+    assert driver_java_options({}, auto, 1000) is None
+
+
+@pytest.mark.slow
+def test_a_run_on_small_local_input_starts_its_jvm_with_the_first_tier_only(tmp_path):
+    """The JVM a run starts says so itself: its input arguments (RuntimeMXBean)."""
+    src = tmp_path / "docs.jsonl"
+    src.write_text(json.dumps({"id": "a", "text": "a document of a few words"}) + "\n")
+    code = ("import sys\n"
+            "from shardforge.engine.session import get_spark, input_size\n"
+            "from shardforge.config import SparkSection\n"
+            "s = get_spark(SparkSection(master='local[1]', jit=sys.argv[2], properties={'spark.ui.enabled': 'false'}),"
+            " input_bytes=input_size([sys.argv[1]]))\n"
+            "args = s.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean().getInputArguments()\n"
+            "print('JIT', [str(a) for a in args if 'Tiered' in str(a)])\n")
+    # without the tests' own JVM options (tests/submit.py: the first tier only, for every test JVM)
+    env = {k: v for k, v in os.environ.items() if k not in ("PYSPARK_GATEWAY_PORT", "PYSPARK_SUBMIT_ARGS",
+                                                            "SPARK_SUBMIT_OPTS")}
+    for jit, expected in (("auto", "['-XX:TieredStopAtLevel=1']"), ("full", "[]")):
+        proc = subprocess.run([sys.executable, "-c", code, str(src), jit], capture_output=True, text=True,
+                              cwd=ROOT, env=env, timeout=600)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert f"JIT {expected}" in proc.stdout, (jit, proc.stdout[-2000:])
+
+
 @pytest.mark.slow
 def test_a_tokenized_pipeline_of_real_size_rows_runs_with_the_default_session(tmp_path):
     from shardforge.tokenize.stage import train_bpe
@@ -103,6 +158,7 @@ def test_the_fineweb_recipe_loads_with_fineweb_settings():
     assert (cfg.dedup.exact, cfg.dedup.near) == (False, True)
     assert cfg.redact.kinds == ("EMAIL", "IP_ADDRESS")
     assert cfg.pipeline.write_raw is False          # the input files are the raw copy (docs/web.md)
+    assert cfg.rejects.record == "none"             # for the same reason (docs/web.md)
 
 
 def test_the_class_data_archive_is_used_only_when_it_exists_and_nothing_else_is_set(tmp_path, monkeypatch):

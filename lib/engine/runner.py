@@ -548,10 +548,11 @@ def run_job(cfg: Config, stages, *, layout: Layout, options: RunOptions = RunOpt
     warm = None
     try:
         if spark is None:
-            from shardforge.engine.session import get_spark, local_cores, warm_up
+            from shardforge.engine.session import get_spark, input_size, local_cores, warm_up
 
             fresh = SparkSession.getActiveSession() is None
-            spark = get_spark(cfg.spark)
+            size = input_size((*cfg.pipeline.input, *cfg.pipeline.urls)) if fresh else None
+            spark = get_spark(cfg.spark, input_bytes=size)
             master = spark.sparkContext.master
             if fresh and master.startswith("local"):     # a session started here: its workers are cold
                 warm = warm_up(spark, local_cores(master))

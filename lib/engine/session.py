@@ -49,6 +49,62 @@ def driver_memory(total_bytes: int | None = None) -> str:
     return f"{mib}m"
 
 
+# An embedded session's JVM does all of the run's JVM work, and on short runs compiling it costs
+# more than it saves: with Java's default tiers the C2 compiler took a fifth of a 2-core
+# machine's time through a 50,000-document ingest and clean. With the first compiler only
+# (C1) the FineWeb recipe's ingest, clean and table writes took 19% less time at 20,000
+# documents (110 MB) and 11% less at 200,000 (1.2 GB); BENCHMARKS.md, "The embedded JVM's
+# compiler". Above QUICK_JIT_MAX_INPUT (not measured) the JVM's default tiers stay.
+QUICK_JIT = "-XX:TieredStopAtLevel=1"
+QUICK_JIT_MAX_INPUT = 2 << 30
+
+
+def input_size(paths) -> int | None:
+    """Bytes under the given local paths (files, or folders walked); None when any of them
+    is not a local path that exists (an object store, HDFS): its size is not known here."""
+    total = 0
+    for p in paths:
+        p = str(p)
+        if p.startswith("file:"):
+            p = p[len("file:"):].lstrip("/")
+            p = "/" + p
+        elif "://" in p or not os.path.exists(p):
+            return None
+        if os.path.isfile(p):
+            total += os.path.getsize(p)
+            continue
+        for d, _dirs, names in os.walk(p):
+            for n in names:
+                try:
+                    total += os.path.getsize(os.path.join(d, n))
+                except OSError:
+                    pass
+    return total
+
+
+def jit_options(cfg: SparkSection, size: int | None) -> str:
+    """The embedded session's compiler option by `[spark] jit`: "quick" the first tier only,
+    "full" the JVM's default, "auto" quick when the run's input is local and at most
+    QUICK_JIT_MAX_INPUT bytes (`size`, from input_size; None = not known: the default)."""
+    if cfg.jit == "quick" or (cfg.jit == "auto" and size is not None and size <= QUICK_JIT_MAX_INPUT):
+        return QUICK_JIT
+    return ""
+
+
+def driver_java_options(conf: dict[str, str], cfg: SparkSection, input_bytes: int | None) -> str | None:
+    """The options an embedded local session gives its JVM: the class-data archive `make
+    setup` builds (cds.py) and the compiler's (jit_options). None when the user set
+    `spark.driver.extraJavaOptions`; no compiler option when SPARK_SUBMIT_OPTS sets one."""
+    from shardforge.engine.cds import java_options
+
+    if conf.get("spark.driver.extraJavaOptions"):
+        return None
+    opts = [java_options(conf)]
+    if "Tiered" not in os.environ.get("SPARK_SUBMIT_OPTS", ""):
+        opts.append(jit_options(cfg, input_bytes))
+    return " ".join(o for o in opts if o) or None
+
+
 def delta_package() -> str:
     """The Maven coordinate of delta-spark matching the installed pyspark and delta-spark."""
     from importlib import metadata
@@ -115,8 +171,9 @@ def _local_conf(master: str) -> dict[str, str]:
             "spark.sql.files.minPartitionNum": str(3 * cores)}
 
 
-def get_spark(cfg: SparkSection | None = None, *, master: str | None = None):
-    """Get or create the session. Raises a clear error when Delta's jars are missing."""
+def get_spark(cfg: SparkSection | None = None, *, master: str | None = None, input_bytes: int | None = None):
+    """Get or create the session. Raises a clear error when Delta's jars are missing.
+    `input_bytes`: the run's input size when known (input_size), for `[spark] jit = "auto"`."""
     from pyspark.sql import SparkSession
 
     cfg = cfg or SparkSection()
@@ -134,9 +191,7 @@ def get_spark(cfg: SparkSection | None = None, *, master: str | None = None):
         if (master or cfg.master).startswith("local"):
             # Python workers run the driver's interpreter (and so see the same packages).
             os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-            from shardforge.engine.cds import java_options
-
-            opts = java_options(conf)      # the class-data archive `make setup` builds (cds.py)
+            opts = driver_java_options(conf, cfg, input_bytes)
             if opts:
                 conf["spark.driver.extraJavaOptions"] = opts
     if "spark.jars" not in conf and "spark.jars.packages" not in conf and not submitted:
