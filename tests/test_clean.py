@@ -61,6 +61,25 @@ def test_clean_normalises_filters_and_accounts(spark):
     assert rec["text"] == rows[2]["text"]
 
 
+def test_without_rejected_texts_the_rows_and_reasons_are_the_same_and_rejects_carry_no_text(spark):
+    """rejected_text=False (a rejects table keeping no record): the same kept rows, the same
+    reasons, every other column of a rejected row as it was, and its text empty."""
+    cfg = CleanSection(min_words=5, max_duplicate_line_fraction=0.3, max_boilerplate_line_fraction=0.5)
+    rows = [_doc(0, "Cafe\u0301  au\u00a0lait is   served here every single morning.\r\n"),
+            _doc(1, "too short"), _doc(2, "\n".join(["same line again and again here"] * 5)),
+            _doc(3, None), _doc(4, PROSE, url="http://example.com/a")]
+    df = _df(spark, rows)
+    full, bare = clean(df, cfg), clean(df, cfg, rejected_text=False)
+    assert sorted(map(tuple, bare.kept.collect())) == sorted(map(tuple, full.kept.collect()))
+    assert {r["id"] for r in bare.kept.collect()} == {"d0", "d4"}
+    reasons = {r["id"]: r["reason"] for r in bare.rejected.collect()}
+    assert reasons == {r["id"]: r["reason"] for r in full.rejected.collect()} == {
+        "d1": "filter:min_words", "d2": "filter:max_duplicate_line_fraction", "d3": "invalid:null_text"}
+    records = {r["id"]: json.loads(r["record"]) for r in bare.rejected.collect()}
+    assert {i: rec.get("text") for i, rec in records.items()} == {"d1": "", "d2": "", "d3": ""}
+    assert {i: rec["source"] for i, rec in records.items()} == {"d1": "test", "d2": "test", "d3": "test"}
+
+
 def test_clean_passes_extra_columns_and_is_partition_independent(spark):
     rows = [_doc(i, f"  document number {i}  with   spaces ", extra_col=i * 10) for i in range(40)]
     from pyspark.sql.types import LongType, StructField, StructType

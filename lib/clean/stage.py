@@ -70,11 +70,11 @@ def signal_type(q: QualitySection) -> StructType:
 
 
 def clean_batch(batch: pa.RecordBatch, rules: Rules, form: str, cfg: CleanSection,
-                q: QualitySection, urls: UrlFilter | None = None) -> pa.RecordBatch:
+                q: QualitySection, urls: UrlFilter | None = None, rejected_text: bool = True) -> pa.RecordBatch:
     """One Arrow batch in, the same columns out (text normalised for kept rows, original for
-    rejected ones), then language and language_score (when detected), then signals and
-    quality_fail (annotate mode), then the reject reason (null = kept), then (with `urls`, in
-    annotate mode) URL_SIGNAL_COL."""
+    rejected ones, or empty without `rejected_text`), then language and language_score (when
+    detected), then signals and quality_fail (annotate mode), then the reject reason (null =
+    kept), then (with `urls`, in annotate mode) URL_SIGNAL_COL."""
     from shardforge.clean.langid import identify_many
 
     blocked = _url_labels(batch, urls)
@@ -100,7 +100,8 @@ def clean_batch(batch: pa.RecordBatch, rules: Rules, form: str, cfg: CleanSectio
                 reasons[i] = "filter:language"
     _url_rule(blocked, reasons, langs, scores, q)
     extra = _quality(out_text, kinds, reasons, langs, q) if q.filters else None
-    out_text = [new if reason is None else old for new, old, reason in zip(out_text, texts, reasons)]
+    out_text = [new if reason is None else old if rejected_text else ""
+                for new, old, reason in zip(out_text, texts, reasons)]
     cols = [from_pylist(out_text, batch.schema.field("text").type) if name == "text" else batch.column(i)
             for i, name in enumerate(batch.schema.names)]
     names = list(batch.schema.names)
@@ -191,10 +192,12 @@ def _fixer():
 
 
 def clean(df: DataFrame, cfg: CleanSection, quality: QualitySection = QualitySection(),
-          urls: UrlFilter | None = None) -> StageResult:
+          urls: UrlFilter | None = None, rejected_text: bool = True) -> StageResult:
     """Normalise, identify the language and filter documents (and URLs, with `urls`). Kept:
     the columns of `df`, then language and language_score (and in annotate mode, with `urls`,
-    `signals.url_blocklist`); rejected: REJECT rows."""
+    `signals.url_blocklist`); rejected: REJECT rows, whose record holds an empty text without
+    `rejected_text` (for a rejects table that keeps no record: on web data most of the input is
+    rejected, and its text need not come back from the Python workers)."""
     if "text" not in df.columns:
         raise ValueError("clean: input has no `text` column")
     rules = rules_from_config(cfg)
@@ -211,7 +214,7 @@ def clean(df: DataFrame, cfg: CleanSection, quality: QualitySection = QualitySec
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            yield clean_batch(batch, rules, form, cfg, quality, urls)
+            yield clean_batch(batch, rules, form, cfg, quality, urls, rejected_text)
 
     marked = src.mapInArrow(run, out_schema)
     kept = marked.filter(F.col(REASON_COL).isNull()).drop(REASON_COL)

@@ -180,7 +180,8 @@ def clean(ctx: StageContext, df: DataFrame) -> StageOutput:
     from shardforge.clean.urls import UrlFilter
 
     urls = UrlFilter.from_config(ctx.cfg.url_filter)
-    res = run_clean(df, ctx.cfg.clean, ctx.cfg.quality, urls)
+    # a rejects table without records (rejects.record = "none") never needs a rejected text
+    res = run_clean(df, ctx.cfg.clean, ctx.cfg.quality, urls, rejected_text=ctx.cfg.rejects.record != "none")
     counted = {}        # annotate mode: what filter mode would have dropped, by rule and by URL label
     if "quality_fail" in res.kept.columns:
         counted["quality_fail"] = F.col("quality_fail")
