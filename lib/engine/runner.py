@@ -548,10 +548,10 @@ def run_job(cfg: Config, stages, *, layout: Layout, options: RunOptions = RunOpt
     warm = None
     try:
         if spark is None:
-            from shardforge.engine.session import get_spark, input_size, local_cores, warm_up
+            from shardforge.engine.session import QUICK_JIT_MAX_INPUT, get_spark, input_size, local_cores, warm_up
 
             fresh = SparkSession.getActiveSession() is None
-            size = input_size((*cfg.pipeline.input, *cfg.pipeline.urls)) if fresh else None
+            size = input_size((*cfg.pipeline.input, *cfg.pipeline.urls), limit=QUICK_JIT_MAX_INPUT) if fresh else None
             spark = get_spark(cfg.spark, input_bytes=size)
             master = spark.sparkContext.master
             if fresh and master.startswith("local"):     # a session started here: its workers are cold

@@ -59,9 +59,11 @@ QUICK_JIT = "-XX:TieredStopAtLevel=1"
 QUICK_JIT_MAX_INPUT = 2 << 30
 
 
-def input_size(paths) -> int | None:
+def input_size(paths, limit: int | None = None) -> int | None:
     """Bytes under the given local paths (files, or folders walked); None when any of them
-    is not a local path that exists (an object store, HDFS): its size is not known here."""
+    is not a local path that exists (an object store, HDFS): its size is not known here.
+    With `limit`, the walk stops once the total is past it (the result is then some size
+    above `limit`): a folder of a million files is not walked to the end for that answer."""
     total = 0
     for p in paths:
         p = str(p)
@@ -79,6 +81,8 @@ def input_size(paths) -> int | None:
                     total += os.path.getsize(os.path.join(d, n))
                 except OSError:
                     pass
+            if limit is not None and total > limit:
+                return total
     return total
 
 
