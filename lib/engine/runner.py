@@ -32,7 +32,6 @@ import uuid
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
-from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from shardforge import __version__
@@ -357,10 +356,11 @@ class Runner:
         shared = [f if f.is_cached else self.run.persist(f) for f in shared if f is not None]
         rejected = out.rejected
         if self.cfg.rejects.record == "none" and rejected is not None:
+            from shardforge.redact.stage import without_records
+
             # the rejects table will keep no record: never build one (a JSON copy of every
             # rejected row, text included), nor read the text back for it
-            rejected = rejected.withColumn("record", F.lit(None).cast("string")).withColumn(
-                "detail", F.lit(None).cast("string"))
+            rejected = without_records(rejected)
         frames = {"kept": out.kept, "rejected": rejected, **out.extras}
         written: dict[str, DataFrame] = {}
         schemas: dict[str, Any] = {}

@@ -143,16 +143,19 @@ def documents_with_pii(kept: DataFrame) -> int:
     return kept.filter(F.size("pii_counts") > 0).count()
 
 
+def without_records(rejected):
+    """REJECT rows with no record and no detail (`rejects.record = "none"`): with the columns
+    replaced, Spark never computes them (the JSON copy of each rejected row)."""
+    return rejected.withColumn("record", F.lit(None).cast("string")).withColumn("detail", F.lit(None).cast("string"))
+
+
 def rejects_for_output(rejected, cfg):
     """The rejects as the rejects table stores them, by `rejects.record`: "redacted" (the
     record and detail through the [redact] section's redactor), "none" (no record, no
     detail), "original" (as they were: warns). URL credentials are replaced in every mode."""
-    from pyspark.sql import functions as F
-
     mode = cfg.rejects.record
     if mode == "none":
-        rejected = rejected.withColumn("record", F.lit(None).cast("string")).withColumn(
-            "detail", F.lit(None).cast("string"))
+        rejected = without_records(rejected)
     elif mode == "redacted":
         # the Python pass that redacts the records also clears their URL credentials
         return redact_columns(rejected, ("record", "detail"), cfg.redact, credentials=("record", "detail", "source"))
