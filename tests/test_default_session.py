@@ -85,6 +85,7 @@ def test_the_embedded_jvm_compiles_with_its_first_tier_only_for_local_input_up_t
     assert input_size([f"file://{tmp_path}/z.txt"]) == 5
     assert input_size([tmp_path / "a", "s3a://bucket/web"]) is None      # an object store: not known
     assert input_size([tmp_path / "missing"]) is None
+    assert input_size([f"file://{tmp_path}/missing"]) is None
     (tmp_path / "b" / "c").mkdir(parents=True)
     (tmp_path / "b" / "c" / "w.jsonl").write_bytes(b"4" * 100)
     assert input_size([tmp_path / "a", tmp_path / "b"]) == 1334

@@ -68,9 +68,10 @@ def input_size(paths, limit: int | None = None) -> int | None:
     for p in paths:
         p = str(p)
         if p.startswith("file:"):
-            p = p[len("file:"):].lstrip("/")
-            p = "/" + p
-        elif "://" in p or not os.path.exists(p):
+            p = "/" + p[len("file:"):].lstrip("/")
+        elif "://" in p:
+            return None
+        if not os.path.exists(p):
             return None
         if os.path.isfile(p):
             total += os.path.getsize(p)
