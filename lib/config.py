@@ -248,12 +248,19 @@ class DedupSection:
     seed: int = 1
     max_component_iterations: int = 64
     checkpoint_dir: str = ""     # default: <output>/_checkpoints
+    # a first batch's near-duplicate graph of at most this many documents (with signatures) is
+    # solved in one task instead of the distributed phases (same result); 0 = always distributed.
+    # Only without the exact check (which needs the candidates' texts)
+    local_graph_max_nodes: int = 50_000
 
     def __post_init__(self):
         if (self.bands == 0) != (self.rows == 0):
             raise ConfigError("dedup.bands / dedup.rows: set both (or neither, to derive them from dedup.threshold)")
         if self.bands * self.rows > self.num_perm:
             raise ConfigError(f"dedup.bands x dedup.rows = {self.bands * self.rows} exceeds dedup.num_perm = {self.num_perm}")
+        if self.local_graph_max_nodes < 0:
+            raise ConfigError(f"dedup.local_graph_max_nodes: must be >= 0 (0: always distributed), "
+                              f"got {self.local_graph_max_nodes!r}")
 
 
 @dataclass(frozen=True)

@@ -64,7 +64,7 @@ _SPECS = (
               output="decontaminate", ignore=("decontaminate.benchmarks[].path",),
               content_of=("decontaminate.benchmarks[].path",)),
     StageSpec("redact", reads=("redact",), function="redact", output="redact", output_schema="CURATED"),
-    StageSpec("dedup", reads=("dedup",), function="dedup", output="dedup", ignore=("dedup.checkpoint_dir",),
+    StageSpec("dedup", reads=("dedup",), function="dedup", output="dedup", ignore=("dedup.checkpoint_dir", "dedup.local_graph_max_nodes"),
               tables=(("audit", "dedup_audit"),)),
     # the tokenizer file is covered by its content (sha256), not by its path
     StageSpec("tokenize", reads=("tokenize",), function="tokenize", output="tokenize",

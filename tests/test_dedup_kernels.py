@@ -109,3 +109,48 @@ def test_params_refuse_bad_shapes():
 ])
 def test_normalize_modes(mode, text, expected):
     assert normalize(text, mode) == expected
+
+
+def test_near_map_in_memory_on_a_graph_labelled_by_hand():
+    """Seven documents, two bands, signatures of 4 rows. Bucket members and similarities are
+    set by hand: p~q (band 0) and q~r (band 1) chain into one component although p and r share
+    no bucket; s and t share a bucket but agree on 1 of 4 rows (below the floor); u is old (an
+    earlier batch) and shares a bucket with v; w is alone. rank: smaller is better."""
+    from shardforge.dedup.near import near_map_in_memory
+
+    ids = ["p", "q", "r", "s", "t", "u", "v", "w"]
+    node = np.array([50, 10, 30, 40, 20, 60, 70, 80], dtype=np.int64)
+    old = np.array([False, False, False, False, False, True, False, False])
+    rk = np.array([-300.0, -100.0, -500.0, -1.0, -2.0, -1.0, -900.0, -1.0])
+    sig = np.array([[1, 2, 3, 4], [1, 2, 3, 9], [7, 2, 3, 9], [1, 1, 1, 1], [1, 2, 2, 2],
+                    [5, 5, 5, 5], [5, 5, 5, 6], [8, 8, 8, 8]], dtype=np.uint64)
+    bands = np.array([[100, 200], [100, 201], [101, 201], [102, 202], [102, 203],
+                      [103, 204], [103, 205], [104, 206]], dtype=np.int64)
+    e, r, est = near_map_in_memory(node, ids, old, rk, sig, bands, floor=0.7)
+    got = dict(zip(e, zip(r, est.tolist())))
+    # {p, q, r}: r has the best rank (-500) and stays; p agrees with r on 2 of 4 rows, q on 3
+    # {u, v}: u is old, so it stays whatever v's rank; v agrees with u on 3 of 4 rows
+    # s, t: 1 of 4 (< 0.7), no edge; w: no bucket mate
+    assert got == {"p": ("r", 0.5), "q": ("r", 0.75), "v": ("u", 0.75)}
+    assert e == sorted(e)
+    # nothing to do: no buckets shared, or no documents
+    assert near_map_in_memory(node[-1:], ids[-1:], old[-1:], rk[-1:], sig[-1:], bands[-1:], 0.7)[0] == []
+    assert near_map_in_memory(node[:0], [], old[:0], rk[:0], sig[:0], bands[:0], 0.7)[0] == []
+
+
+def test_near_map_in_memory_breaks_rank_ties_by_id_then_node():
+    from shardforge.dedup.near import near_map_in_memory
+
+    ids = ["b", "a", "c"]
+    node = np.array([1, 2, 3], dtype=np.int64)
+    sig = np.ones((3, 4), dtype=np.uint64)
+    bands = np.array([[7], [7], [7]], dtype=np.int64)
+    e, r, _ = near_map_in_memory(node, ids, np.zeros(3, bool), np.zeros(3), sig, bands, floor=0.5)
+    assert (e, r) == (["b", "c"], ["a", "a"])          # equal ranks: the smallest id stays
+    rk = np.array([0.0, float("nan"), 0.0])            # NaN ranks after every number, as in Spark
+    e, r, _ = near_map_in_memory(node, ids, np.zeros(3, bool), rk, sig, bands, floor=0.5)
+    assert (e, r) == (["a", "c"], ["b", "b"])
+    ids = ["a", "b", "c"]                               # the NaN row first, then the rest
+    rk = np.array([float("nan"), 0.0, 0.0])
+    e, r, _ = near_map_in_memory(node, ids, np.zeros(3, bool), rk, sig, bands, floor=0.5)
+    assert (e, r) == (["a", "c"], ["b", "b"])

@@ -177,6 +177,47 @@ def test_same_result_for_any_partitioning(spark, tmp_path, monkeypatch):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("rank_by", ["length", "none"])
+def test_a_small_graph_in_one_task_equals_the_distributed_phases(spark, tmp_path, rank_by):
+    """Without the exact check, a first batch's graph of at most dedup.local_graph_max_nodes
+    documents is solved in one task (`near.local_near_map`); `local_graph_max_nodes = 0` runs
+    the distributed phases. Both on a planted corpus with exact copies, near families and a
+    transitive chain (a~b, b~c, a not ~ c): the same kept rows, audit, rejects and side rows."""
+    docs, fams = planted_corpus(seed=17, families=40, singles=20)
+    rng = random.Random(5)
+    a = make_doc(rng, 300)
+    b = substitute(a, [20, 90, 160, 230], rng)
+    c = substitute(b, [55, 125, 195, 265], rng)
+    docs.update({"chain-a": " ".join(a), "chain-b": " ".join(b), "chain-c": " ".join(c)})
+    df = rows_of(spark, sorted(docs.items()))
+    local = run(df, tmp_path / "local", exact_jaccard_check=False, rank_by=rank_by)
+    dist = run(df, tmp_path / "dist", exact_jaccard_check=False, rank_by=rank_by, local_graph_max_nodes=0)
+    assert "local_graph" in local.timings and "candidates" not in local.timings, local.timings
+    assert "candidates" in dist.timings and "local_graph" not in dist.timings, dist.timings
+    assert not list((tmp_path / "local" / "ckpt").glob("dedup-*/candidates"))
+    key = lambda r: r.id  # noqa: E731
+    assert sorted(r.id for r in local.kept.collect()) == sorted(r.id for r in dist.kept.collect())
+    audit = sorted(local.audit.collect(), key=key)
+    assert audit == sorted(dist.audit.collect(), key=key)
+    assert sorted(local.rejected.collect(), key=key) == sorted(dist.rejected.collect(), key=key)
+    assert sorted(local.signatures.collect(), key=key) == sorted(dist.signatures.collect(), key=key)
+    near = [r for r in audit if r.stage == "near"]
+    assert len(near) > 30 and any(r.stage == "exact" for r in audit)
+    # the chain collapses onto one document in both (which one depends on rank_by)
+    chain = {r.id: r.duplicate_of for r in audit if r.id.startswith("chain-")}
+    assert len(chain) == 2 and len(set(chain.values())) == 1
+    if rank_by == "none":           # equal ranks: the smallest id stays
+        assert chain == {"chain-b": "chain-a", "chain-c": "chain-a"}
+
+
+def test_local_graph_max_nodes_is_checked():
+    from shardforge.config import ConfigError
+
+    with pytest.raises(ConfigError, match="dedup.local_graph_max_nodes"):
+        DedupSection(local_graph_max_nodes=-1)
+
+
+@pytest.mark.slow
 def test_rules_for_images_short_empty_and_ids(spark, tmp_path):
     from pyspark.sql.types import StructType
 

@@ -210,3 +210,126 @@ def passes(threshold: float, num_perm: int):
     floor = mh.estimate_floor(threshold, num_perm)
     return F.when(F.col("jaccard").isNotNull(), F.col("jaccard") >= F.lit(threshold)).otherwise(
         F.col("estimated") >= F.lit(floor))
+
+
+LOCAL_NEAR_OUT = StructType([
+    StructField("_e", StringType(), False),
+    StructField("_r", StringType(), False),
+    StructField("_est", DoubleType(), False),
+    StructField("_jac", DoubleType(), True),
+])
+
+
+def _agreement(sig: np.ndarray, ia: np.ndarray, ib: np.ndarray, chunk: int = 1 << 15) -> np.ndarray:
+    """`minhash.estimated_jaccard` of the row pairs (sig[ia[i]], sig[ib[i]]), a chunk of pairs at
+    a time (a graph of n documents has up to n x bands candidate pairs)."""
+    out = np.empty(len(ia), dtype=np.float64)
+    for s in range(0, len(ia), chunk):
+        out[s:s + chunk] = mh.estimated_jaccard(sig[ia[s:s + chunk]], sig[ib[s:s + chunk]])
+    return out
+
+
+def _rank_key(rk: float) -> tuple[int, float]:
+    # Spark orders NaN above every other double (and equal to itself); -0.0 equals 0.0 in both
+    return (1, 0.0) if rk != rk else (0, rk)
+
+
+def near_map_in_memory(node: np.ndarray, ids: list[str], old: np.ndarray, rk: np.ndarray, sig: np.ndarray,
+                       bands: np.ndarray, floor: float) -> tuple[list[str], list[str], np.ndarray]:
+    """The near map of one graph held in memory: the same result as the distributed phases
+    (`candidate_edges`, the MinHash check of `verify_pairs` and `passes` without the exact
+    check, `connected_components`, then each component's best document by (earlier batch,
+    rank, id, node)), computed in numpy. Rows are documents: `node` (xxhash64 of the id),
+    `ids`, `old` (kept by an earlier batch), `rk` (rank, smaller is better), `sig` (n x
+    num_perm) and `bands` (n x bands) of the documents with a signature. Returns (removed ids,
+    their representatives' ids, estimated similarity to the representative) for the new
+    documents that are not their component's best, ordered by removed id."""
+    from shardforge.dedup.components import local_stars
+
+    n = len(node)
+    us, vs = [], []
+    if n:
+        for j in range(bands.shape[1]):
+            h = bands[:, j]
+            order = np.lexsort((node, h))                  # each bucket's members, smallest node first
+            hs, ns, olds = h[order], node[order], old[order]
+            start = np.ones(n, dtype=bool)
+            start[1:] = hs[1:] != hs[:-1]
+            first = np.flatnonzero(start)
+            m = first[np.cumsum(start) - 1]                # the bucket's smallest member, per row
+            size = np.diff(np.append(first, n))[np.cumsum(start) - 1]
+            has_new = (np.add.reduceat((~olds).astype(np.int64), first) > 0)[np.cumsum(start) - 1]
+            keep = (size > 1) & has_new & (ns != ns[m]) & ~(olds & olds[m])
+            a, b = ns[keep], ns[m[keep]]
+            us.append(np.minimum(a, b))
+            vs.append(np.maximum(a, b))
+    if not us or not sum(len(u) for u in us):
+        return [], [], np.zeros(0)
+    pairs = np.unique(np.stack([np.concatenate(us), np.concatenate(vs)], axis=1), axis=0)
+    uniq, row_of = np.unique(node, return_index=True)     # a node's signature: its first row
+    ia = row_of[np.searchsorted(uniq, pairs[:, 0])]
+    ib = row_of[np.searchsorted(uniq, pairs[:, 1])]
+    verified = pairs[_agreement(sig, ia, ib) >= floor]
+    if not len(verified):
+        return [], [], np.zeros(0)
+    centre, leaf = local_stars(verified[:, 0], verified[:, 1])
+    members = np.unique(verified.reshape(-1))
+    comp = dict(zip(members.tolist(), members.tolist()))
+    comp.update(zip(leaf.tolist(), centre.tolist()))
+    rows = np.flatnonzero(np.isin(node, members))         # every row of a member node
+    best: dict[int, tuple] = {}
+    for r in rows.tolist():
+        key = (0 if old[r] else 1, _rank_key(float(rk[r])), ids[r], int(node[r]))
+        c = comp[int(node[r])]
+        if c not in best or key < best[c][0]:
+            best[c] = (key, r)
+    moved = [(ids[r], best[comp[int(node[r])]][1], r) for r in rows.tolist()
+             if not old[r] and ids[r] != ids[best[comp[int(node[r])]][1]]]
+    moved.sort()
+    if not moved:
+        return [], [], np.zeros(0)
+    rep_rows = np.array([m[1] for m in moved])
+    own_rows = np.array([m[2] for m in moved])
+    # the similarity to the representative from the representative node's signature (its first row)
+    rep_sig_rows = row_of[np.searchsorted(uniq, node[rep_rows])]
+    own_sig_rows = row_of[np.searchsorted(uniq, node[own_rows])]
+    est = _agreement(sig, own_sig_rows, rep_sig_rows)
+    return [m[0] for m in moved], [ids[r] for r in rep_rows.tolist()], est
+
+
+def local_near_map(nodes: DataFrame, params: mh.MinHashParams, floor: float,
+                   times: KernelTimes | None = None) -> DataFrame:
+    """(_e, _r, _est, _jac) of `near_map_in_memory` over nodes(node, id, old, _rk, signature,
+    bands): the whole graph in one task (`coalesce(1)`), for graphs the caller has counted
+    and bounded (`dedup.local_graph_max_nodes`); without the exact check, so `_jac` is null.
+    On a small graph this one task replaces the dozen small Spark jobs of the distributed
+    phases; the result is the same."""
+    acc = times.acc() if times is not None else None
+    num_perm = params.num_perm
+
+    def fn(it):
+        laps = _Laps("local_graph")
+        batches = list(it)
+        laps.lap("jvm_in")
+        if not batches:
+            return
+        t = pa.Table.from_batches(batches)
+        bands_col = t.column("bands").combine_chunks()
+        n = t.num_rows
+        bands = (bands_col.flatten().to_numpy(zero_copy_only=False).reshape(n, -1) if n
+                 else np.zeros((0, params.bands), dtype=np.int64))
+        e, r, est = near_map_in_memory(
+            t.column("node").to_numpy(), t.column("id").to_pylist(),
+            np.asarray(t.column("old").to_numpy(zero_copy_only=False), dtype=bool),
+            np.asarray(t.column("_rk").to_numpy(zero_copy_only=False), dtype=np.float64),
+            mh.signature_from_bytes(t.column("signature"), num_perm), bands, floor)
+        laps.lap("graph")
+        yield pa.RecordBatch.from_arrays(
+            [pa.array(e, pa.string()), pa.array(r, pa.string()), pa.array(est, pa.float64()),
+             pa.nulls(len(e), pa.float64())], names=["_e", "_r", "_est", "_jac"])
+        laps.lap("jvm_out")
+        if acc is not None:
+            acc.add(laps.totals)
+
+    return (nodes.select("node", "id", "old", F.col("_rk").cast("double"), "signature", "bands")
+            .coalesce(1).mapInArrow(fn, LOCAL_NEAR_OUT))

@@ -14,7 +14,8 @@ from shardforge.config import DedupSection
 
 from shardforge.dedup import minhash as mh
 from shardforge.dedup.components import Materializer, connected_components
-from shardforge.dedup.near import KernelTimes, candidate_edges, passes, signatures_df, verify_pairs
+from shardforge.dedup.near import (KernelTimes, candidate_edges, local_near_map, passes, signatures_df,
+                                   verify_pairs)
 from shardforge.dedup.normalize import EMPTY_TEXT_KEY, NATIVE_MODES, exact_key_column, norm_column
 from shardforge.dedup.side_table import SIDE_TABLE, SideTableMismatch
 from shardforge.keys import hashable_columns
@@ -263,6 +264,17 @@ def _near(spark, cfg, params, pkey, reps, sigs, prev, previous_docs, mat, timing
             "id", F.xxhash64("id").alias("node"), F.lit(True).alias("old"), "signature", "bands",
             _rank(cfg, prev, F.col("length")).alias("_rk"))
         nodes = new_nodes.unionByName(old_nodes)
+    elif not cfg.exact_jaccard_check and cfg.local_graph_max_nodes > 0:
+        # a first batch's small graph is solved in one task (same result, a dozen fewer jobs);
+        # one job over the materialised signatures counts it
+        t0 = time.perf_counter()
+        n_nodes = new_nodes.count()
+        if n_nodes <= cfg.local_graph_max_nodes:
+            out = mat(local_near_map(new_nodes, params, mh.estimate_floor(cfg.threshold, params.num_perm), times),
+                      "near-map")
+            timings["local_graph"] = time.perf_counter() - t0
+            return out
+        timings["count_nodes"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     edges = mat(candidate_edges(new_nodes.select("node", "old", "bands"),
                                 None if old_nodes is None else old_nodes.select("node", "old", "bands")), "candidates")
