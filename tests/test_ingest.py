@@ -311,3 +311,21 @@ def test_documents_are_the_same_whether_the_reader_or_spark_decodes_the_fields(s
     kept, rejected = decoded
     assert len(kept) > 400 and len(rejected) > 400
     assert any(r[1] and "\U0001F600" in r[1] for r in kept) and any(r[1] == "" for r in kept)
+
+
+def test_reader_batches_are_the_rows_as_arrow_builds_them():
+    """The readers' batches are built a column at a time; Arrow's own row-wise conversion
+    (`from_pylist`) is the reference: missing keys null, extra keys ignored, every type kept."""
+    import pyarrow as pa
+
+    from shardforge.ingest.readers import spark as R
+
+    rows = [{"_line": '{"id": "a", "text": "naïve 東京"}', "_file": "f.jsonl"},
+            {"_file": "f.jsonl", "_reason": "invalid:record_too_large", "_detail": "byte 10", "extra": 1},
+            {"_line": "", "_file": None}]
+    pages = [{"_rtype": "response", "_file": "w.warc", "id": "x", "http_status": 200, "text": "t" * 5000},
+             {"_rtype": "metadata", "_file": "w.warc"}]
+    for schema, batch in ((R.LINES, rows), (R.WARC, pages)):
+        got = list(R._batches(iter(batch), schema))
+        assert pa.Table.from_batches(got).equals(pa.Table.from_batches([pa.RecordBatch.from_pylist(batch, schema)]))
+        assert got[0].schema == schema

