@@ -35,6 +35,32 @@ def test_jsonl_rows_are_kept_or_rejected_with_reasons(spark, tmp_path):
     assert rej[1][1].startswith('{"id": "b"')
 
 
+def test_jsonl_reject_rows_whole(spark, tmp_path):
+    """Every column of each kind of JSONL reject, written out by hand: a line the reader marks
+    (over ingest.max_record_bytes), lines that are not documents, a document without text."""
+    d = tmp_path / "in"
+    d.mkdir()
+    long_line = json.dumps({"id": "big", "text": "y" * 300})
+    lines = ['{"id": "k", "text": "kept"}', "  ", "[1, 2]", '{"id": "b", "text": ', '{"id": "c", "url": "http://x"}',
+             long_line]
+    (d / "a.jsonl").write_text("\n".join(lines) + "\n")
+    offset = sum(len(x) + 1 for x in lines[:-1])
+    kept, rejected = read_documents(spark, str(d), IngestSection(max_record_bytes=200))
+    assert [r.id for r in kept.collect()] == ["k"]
+    got = sorted((tuple(r) for r in rejected.select("id", "stage", "reason", "detail", "source", "record").collect()),
+                 key=lambda r: r[2])
+    assert got == sorted([
+        (None, "ingest", "invalid:blank_line", "  ", "a.jsonl", '{"source":"a.jsonl","line":"  "}'),
+        (None, "ingest", "invalid:not_an_object", "[1, 2]", "a.jsonl", '{"source":"a.jsonl","line":"[1, 2]"}'),
+        (None, "ingest", "invalid:malformed_json", '{"id": "b", "text": ', "a.jsonl",
+         '{"source":"a.jsonl","line":"{\\"id\\": \\"b\\", \\"text\\": "}'),
+        ("c", "ingest", "invalid:missing_text", None, "a.jsonl", '{"id":"c","source":"a.jsonl","url":"http://x"}'),
+        (None, "ingest", "invalid:record_too_large",
+         f"a.jsonl: line at byte {offset}: {len(long_line)} bytes > ingest.max_record_bytes 200", "a.jsonl",
+         '{"source":"a.jsonl"}'),
+    ], key=lambda r: r[2])
+
+
 def test_ids_do_not_depend_on_partitioning(spark, tmp_path):
     p = tmp_path / "docs.jsonl"
     p.write_text("\n".join(json.dumps({"text": f"document number {i}"}) for i in range(200)) + "\n")

@@ -189,29 +189,52 @@ def _parse_jsonl(lines: DataFrame, cfg: IngestSection) -> StageResult:
         F.when(~good, F.col("_line")).alias("_line"),
         (F.col("_reason") if marked else F.lit(None).cast("string")).alias("_reason"),
         (F.col("_detail") if marked else F.lit(None).cast("string")).alias("_detail"))
-    named = shared.filter("_good").select(
+    doc_cols = [
         F.col(f"_j.`{cfg.id_column}`").alias("id"),
         F.col(f"_j.`{cfg.text_column}`").alias("text"),
         F.coalesce(F.col(f"_j.`{cfg.source_column}`"), F.col("_file")).alias("source"),
         F.col("_j.url").alias("url"),
         F.col("_meta").alias("meta"),
         *[F.col(f"_j.`{f.name}`").alias(f.name) for f in declared.fields if f.name not in named_cols],
-    )
-    docs, missing = _split_missing_text(named)
-    not_json = F.from_json("_line", "map<string,string>").isNull()
-    not_object = ~F.trim(F.col("_line")).startswith("{")
-    bad = shared.filter(~F.col("_good") & F.col("_reason").isNull()).select(
-        F.lit(None).cast("string").alias("id"), F.col("_file").alias("source"),
-        F.col("_line").alias("line"),
-        F.when(blank, "invalid:blank_line").when(not_object, "invalid:not_an_object")
-         .when(not_json, "invalid:malformed_json").otherwise(
-            F.lit("invalid:column_type" if len(declared) else "invalid:malformed_json")).alias("_reason"))
-    rej = rejects(bad, "ingest", F.col("_reason"), F.substring("line", 1, 200)).unionByName(
-        rejects(missing, "ingest", "invalid:missing_text"))
-    if marked:
-        unread = shared.filter(F.col("_reason").isNotNull()).select(F.col("_file").alias("source"), "_reason", "_detail")
-        rej = rej.unionByName(rejects(unread, "ingest", F.col("_reason"), F.col("_detail")))
-    return StageResult(_finish(docs), rej, shared=(shared,))
+    ]
+    docs = shared.filter(F.col("_good") & F.col(f"_j.`{cfg.text_column}`").isNotNull()).select(*doc_cols)
+    return StageResult(_finish(docs), _jsonl_rejects(shared, doc_cols, cfg, typed_columns=bool(len(declared))),
+                       shared=(shared,))
+
+
+def _jsonl_rejects(shared: DataFrame, doc_cols: list, cfg: IngestSection, typed_columns: bool) -> DataFrame:
+    """The REJECT rows of `_parse_jsonl`'s shared frame in one pass over it: a line the reader
+    marked (`_reason`: too large, unreadable file; record {source}), a line that is not a
+    document (blank, not an object, malformed, a declared column of another type; record
+    {source, line}, detail its first 200 characters), a document without text (record: the
+    document's columns, as `rejects` writes a row)."""
+    from shardforge.schemas import REJECT, conform
+
+    text = F.col(f"_j.`{cfg.text_column}`")
+    unread = F.col("_reason").isNotNull()
+    bad = ~F.col("_good") & ~unread
+    line = F.col("_line")
+    not_json = F.from_json(line, "map<string,string>").isNull()
+    bad_reason = (F.when(F.trim(line) == "", "invalid:blank_line")
+                  .when(~F.trim(line).startswith("{"), "invalid:not_an_object")
+                  .when(not_json, "invalid:malformed_json")
+                  .otherwise(F.lit("invalid:column_type" if typed_columns else "invalid:malformed_json")))
+    doc_id = F.col(f"_j.`{cfg.id_column}`")
+    doc_source = F.coalesce(F.col(f"_j.`{cfg.source_column}`"), F.col("_file"))
+    out = shared.filter(~F.col("_good") | text.isNull()).select(
+        F.when(F.col("_good"), doc_id).cast("string").alias("id"),
+        F.lit("ingest").alias("stage"),
+        F.when(unread, F.col("_reason")).when(bad, bad_reason).otherwise(F.lit("invalid:missing_text"))
+        .alias("reason"),
+        F.when(unread, F.col("_detail")).when(bad, F.substring(line, 1, 200)).cast("string").alias("detail"),
+        F.when(F.col("_good"), doc_source).otherwise(F.col("_file")).cast("string").alias("source"),
+        F.when(unread, F.to_json(F.struct(F.col("_file").alias("source"))))
+        .when(bad, F.to_json(F.struct(F.lit(None).cast("string").alias("id"), F.col("_file").alias("source"),
+                                      line.alias("line"))))
+        .otherwise(F.to_json(F.struct(*doc_cols))).alias("record"))
+    return conform(out, REJECT)
+
+
 
 
 def _split_missing_text(df: DataFrame) -> tuple[DataFrame, DataFrame]:
