@@ -97,3 +97,16 @@ def test_clear_errors(tmp_path):
     lz4.write_bytes(b"x")
     with pytest.raises(ValueError, match="codec lz4"):
         funnel.check_event_log(tmp_path / "a")
+
+
+def test_a_single_task_is_allowed_only_within_its_bound():
+    """Query 3 writes spark.range(0, 20000) through coalesce(1): its one task writes 20,000 rows
+    (tests/data/funnel/probe.py). A bound of 20,000 rows notes it; one row less, and it is a funnel."""
+    within = funnel.check_event_log(LOG, max_single_task_rows=20000)
+    assert 3 not in {v.execution for v in within.violations if v.kind == "coalesce-1"}
+    (note,) = [n for n in within.notes if n.kind == "bounded-single-task"]
+    assert note.execution == 3 and "moved 20000 rows" in note.detail
+    over = funnel.check_event_log(LOG, max_single_task_rows=19999)
+    (v,) = [v for v in over.violations if v.kind == "coalesce-1"]
+    assert v.execution == 3 and "moved 20000 rows" in v.detail
+    assert not [n for n in over.notes if n.kind == "bounded-single-task"]

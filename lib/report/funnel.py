@@ -9,7 +9,11 @@ reads that record after the run (enable it with `event_log_conf(dir)`) and repor
   partition from a partial aggregate with no keys (`count()`, `agg(sum(...))`) or at most
   n <= `max_driver_rows` rows per partition under a `LocalLimit n` (`limit(n)`,
   `isEmpty()`): sizes that do not grow with the data;
-- `coalesce-1`: a `Coalesce 1` node (`coalesce(1)`);
+- `coalesce-1`: a `Coalesce 1` node (`coalesce(1)`), unless every one-task stage of its query
+  moved at most `max_single_task_rows` rows (the larger of the rows its task read and wrote):
+  work bounded by a setting (the dedup stage solves a first batch's graph of at most
+  `dedup.local_graph_max_nodes` documents in one task), noted as `bounded-single-task`. The
+  default, 0, allows none;
 - `few-tasks`: a stage that reads a shuffle with fewer tasks than `min_tasks` (default
   `spark.sql.shuffle.partitions`), unless it is the one-task end of such a global
   aggregate or limit, or adaptive execution coalesced it (`spark.sql.adaptive.coalescePartitions`
@@ -181,7 +185,7 @@ def _root_writes(plan: dict[str, Any]) -> bool:
 
 
 def check_event_log(path: str | Path, *, min_tasks: int | None = None, max_driver_rows: int = 10_000,
-                    max_result_bytes: int = 1 << 20) -> FunnelResult:
+                    max_result_bytes: int = 1 << 20, max_single_task_rows: int = 0) -> FunnelResult:
     """Check a finished run's event log for funnels; see the module docstring for the rules."""
     plans: dict[int, dict[str, Any]] = {}
     desc: dict[int, str] = {}
@@ -194,6 +198,7 @@ def check_event_log(path: str | Path, *, min_tasks: int | None = None, max_drive
     big_results: list[tuple[int, int, int]] = []
     broadcast_bytes: dict[int, int] = {}   # stage of a broadcast exchange's collect -> bytes to the driver
     completed: set[int] = set()
+    task_rows: dict[int, int] = {}        # stage -> the most rows one of its tasks read or wrote
     for e in read_events(path):
         ev = e.get("Event", "")
         if ev == "SparkListenerEnvironmentUpdate":
@@ -225,7 +230,14 @@ def check_event_log(path: str | Path, *, min_tasks: int | None = None, max_drive
                     accum[a["ID"]] = int(a["Value"])
                 except (TypeError, ValueError, KeyError):
                     pass
-        elif ev == "SparkListenerTaskEnd" and e.get("Task Type") == "ResultTask":
+        if ev == "SparkListenerTaskEnd":
+            m = e.get("Task Metrics") or {}
+            moved = max((m.get("Input Metrics") or {}).get("Records Read", 0),
+                        (m.get("Shuffle Read Metrics") or {}).get("Total Records Read", 0),
+                        (m.get("Output Metrics") or {}).get("Records Written", 0),
+                        (m.get("Shuffle Write Metrics") or {}).get("Shuffle Records Written", 0))
+            task_rows[e["Stage ID"]] = max(task_rows.get(e["Stage ID"], 0), moved)
+        if ev == "SparkListenerTaskEnd" and e.get("Task Type") == "ResultTask":
             size = (e.get("Task Metrics") or {}).get("Result Size", 0)
             if e["Stage ID"] in broadcast_bytes:
                 broadcast_bytes[e["Stage ID"]] += size
@@ -238,8 +250,9 @@ def check_event_log(path: str | Path, *, min_tasks: int | None = None, max_drive
     min_tasks = shuffle_partitions if min_tasks is None else min_tasks
     res = FunnelResult(settings={"min_tasks": min_tasks, "shuffle_partitions": shuffle_partitions,
                                  "aqe_coalesce_partitions": aqe_coalesce, "max_driver_rows": max_driver_rows,
-                                 "max_result_bytes": max_result_bytes})
+                                 "max_result_bytes": max_result_bytes, "max_single_task_rows": max_single_task_rows})
     exempt: set[int] = set()
+    coalesced: list[tuple[int, str]] = []
     bounded: dict[int, str] = {}
     for eid in sorted(plans):
         plan, d = plans[eid], desc.get(eid, "")
@@ -260,7 +273,7 @@ def check_event_log(path: str | Path, *, min_tasks: int | None = None, max_drive
                 elif eid not in exempt:
                     res.violations.append(Finding("single-partition-exchange", eid, None, f"{s} in {d[:80]!r}"))
             elif _COALESCE1.match(s) and eid not in exempt:
-                res.violations.append(Finding("coalesce-1", eid, None, f"coalesce(1) in {d[:80]!r}"))
+                coalesced.append((eid, d))
         if not writes:
             acc = _top_rows_metric(plan)
             rows = accum.get(acc, driver_accum.get(acc)) if acc is not None else None
@@ -270,6 +283,17 @@ def check_event_log(path: str | Path, *, min_tasks: int | None = None, max_drive
                                               f"{rows} rows returned to the driver by {d[:80]!r}"))
         res.executions.append(entry)
 
+    for eid, d in coalesced:
+        single = [sid for sid in sorted(completed)
+                  if stage_exec.get(sid) == eid and stage_info[sid].get("Number of Tasks", 0) == 1]
+        rows = max((task_rows.get(sid, 0) for sid in single), default=None)
+        if max_single_task_rows > 0 and rows is not None and rows <= max_single_task_rows:
+            res.notes.append(Finding("bounded-single-task", eid, single[-1],
+                                     f"coalesce(1) in {d[:80]!r}: its one task moved {rows} rows, within "
+                                     f"max_single_task_rows ({max_single_task_rows})"))
+        else:
+            moved = f" (its one task moved {rows} rows)" if rows is not None else ""
+            res.violations.append(Finding("coalesce-1", eid, None, f"coalesce(1) in {d[:80]!r}{moved}"))
     for sid in sorted(completed):  # stages that ran (skipped ones reuse earlier shuffle output)
         info = stage_info[sid]
         eid = stage_exec.get(sid)
@@ -331,9 +355,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("event_log", help="an application's event log file or eventlog_v2_* folder")
     ap.add_argument("--min-tasks", type=int, default=None)
     ap.add_argument("--max-driver-rows", type=int, default=10_000)
+    ap.add_argument("--max-single-task-rows", type=int, default=0,
+                    help="a coalesce(1) whose one task moves at most this many rows is noted, not a violation "
+                         "(a run with the dedup stage's one-task graphs: dedup.local_graph_max_nodes)")
     ap.add_argument("--json", action="store_true", help="print the whole result as JSON")
     args = ap.parse_args(argv)
-    res = check_event_log(args.event_log, min_tasks=args.min_tasks, max_driver_rows=args.max_driver_rows)
+    res = check_event_log(args.event_log, min_tasks=args.min_tasks, max_driver_rows=args.max_driver_rows,
+                          max_single_task_rows=args.max_single_task_rows)
     print(json.dumps(res.to_dict(), indent=2) if args.json else res.summary())
     return 0 if res.ok else 1
 
