@@ -235,8 +235,6 @@ def _jsonl_rejects(shared: DataFrame, doc_cols: list, cfg: IngestSection, typed_
     return conform(out, REJECT)
 
 
-
-
 def _split_missing_text(df: DataFrame) -> tuple[DataFrame, DataFrame]:
     return df.filter(F.col("text").isNotNull()), df.filter(F.col("text").isNull())
 
