@@ -61,6 +61,47 @@ def test_transitive_cluster_collapses(spark, tmp_path):
     assert summary(res.audit) == {"removed_exact": 0, "removed_near": 2, "clusters": 1, "cluster_sizes": {"3-4": 1}}
 
 
+def test_summary_counts_each_cluster_once_in_its_bucket(spark):
+    """The report's dedup section from an audit written by hand: removed rows by stage, and
+    clusters (a representative with its removed rows, cluster_size counting both) by size."""
+    from shardforge.dedup import summary
+    from shardforge.schemas import DEDUP_AUDIT, conform
+
+    rows = [("b", "a", "near", 3), ("c", "a", "exact", 3),               # one cluster of 3: a, b, c
+            ("e", "d", "exact", 2),                                      # one of 2
+            ("g", "f", "near", 2),                                       # another of 2
+            *[(f"h{i}", "h", "near", 12) for i in range(11)]]            # one of 12
+    audit = spark.createDataFrame(rows, "id string, duplicate_of string, stage string, cluster_size long")
+    audit = conform(audit.withColumn("estimated_similarity", audit.cluster_size * 0.0)
+                    .withColumn("jaccard", audit.cluster_size * 0.0), DEDUP_AUDIT)
+    assert summary(audit) == {"removed_exact": 2, "removed_near": 13, "clusters": 4,
+                              "cluster_sizes": {"2": 2, "3-4": 1, "10-99": 1}}
+
+
+def test_a_dedup_plan_without_ingest_still_rejects_a_reused_id(spark, tmp_path):
+    """Only `ingest` vouches for one row per id; a plan that reads files straight into dedup
+    looks for repeated ids (the first row by content keeps the id)."""
+    import json
+    from dataclasses import replace
+
+    from shardforge.config import load_config
+    from shardforge.engine.layout import Layout
+    from shardforge.engine.runner import run_job
+
+    inp = tmp_path / "docs.jsonl"
+    inp.write_text("".join(json.dumps(r) + "\n" for r in [
+        {"id": "x", "text": "a first document about rivers and the towns along them"},
+        {"id": "x", "text": "zz another document reusing the id x for other words"},
+        {"id": "y", "text": "a third document about mountains and the paths across them"}]))
+    cfg = load_config(None, ["shards.num_shards=1"])
+    cfg = cfg.replace(pipeline=replace(cfg.pipeline, input=(str(inp),), output=str(tmp_path / "out"),
+                                       stages=("dedup",)))
+    report = run_job(cfg, cfg.pipeline.stages, layout=Layout.for_output(cfg.pipeline.output), spark=spark)
+    assert report["plan"] == ["read", "dedup"]
+    dedup = report["stages"][-1]
+    assert (dedup["rows_in"], dedup["kept"], dedup["rejects_by_reason"]) == (3, 2, {"invalid:duplicate_id": 1})
+
+
 # --- a planted corpus with the true Jaccard of every planted pair ----------------------
 
 def oracle_tokens(text: str) -> list[str]:

@@ -14,21 +14,23 @@ def summary(audit: DataFrame) -> dict:
     (`cluster_size` in the audit). Aggregated in Spark: only the small result rows reach
     the driver, never the data.
     """
-    counts = audit.groupBy("stage").count().collect()
-    by_stage = {r["stage"]: r["count"] for r in counts}
-    sizes = audit.select("duplicate_of", "cluster_size").distinct()
     label = None
     bounds = list(BUCKETS) + [None]
     for lo, hi in zip(bounds[:-1], bounds[1:]):
         name = str(lo) if hi == lo + 1 else (f"{lo}-{hi - 1}" if hi else f"{lo}+")
         cond = (F.col("cluster_size") >= lo) & ((F.col("cluster_size") < hi) if hi else F.lit(True))
         label = F.when(cond, F.lit(name)) if label is None else label.when(cond, F.lit(name))
-    hist = sizes.groupBy(label.alias("bucket")).count().collect()
+    # one query (a job costs a fixed part whatever its size): a cluster's rows share their
+    # duplicate_of and cluster_size, so its bucket counts it once
+    rows = audit.groupBy(label.alias("bucket")).agg(
+        F.count_if(F.col("stage") == "exact").alias("exact"), F.count_if(F.col("stage") == "near").alias("near"),
+        F.count_distinct("duplicate_of").alias("clusters")).collect()
     order = {(str(lo) if hi == lo + 1 else (f"{lo}-{hi - 1}" if hi else f"{lo}+")): i
              for i, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:]))}
+    hist = [r for r in rows if r["clusters"]]
     return {
-        "removed_exact": int(by_stage.get("exact", 0)),
-        "removed_near": int(by_stage.get("near", 0)),
-        "clusters": int(sum(r["count"] for r in hist)),
-        "cluster_sizes": {r["bucket"]: int(r["count"]) for r in sorted(hist, key=lambda r: order[r["bucket"]])},
+        "removed_exact": int(sum(r["exact"] for r in rows)),
+        "removed_near": int(sum(r["near"] for r in rows)),
+        "clusters": int(sum(r["clusters"] for r in hist)),
+        "cluster_sizes": {r["bucket"]: int(r["clusters"]) for r in sorted(hist, key=lambda r: order[r["bucket"]])},
     }

@@ -102,7 +102,7 @@ BROADCAST_NEAR_MAP_BYTES = 8 << 20
 
 def dedup(df: DataFrame, cfg: DedupSection, *, previous: DataFrame | None = None,
           previous_docs: DataFrame | None = None, checkpoint_dir: str = "",
-          checkpoint_token: str | None = None) -> DedupResult:
+          checkpoint_token: str | None = None, ids_unique: bool = False) -> DedupResult:
     """Remove exact and near duplicates from `df` (DOCUMENT columns, any extra columns).
 
     Promises: every input row is in `kept` or `rejected` exactly once; the kept set and
@@ -117,7 +117,8 @@ def dedup(df: DataFrame, cfg: DedupSection, *, previous: DataFrame | None = None
     the stage engine passes its output and stage fingerprint), those results go under
     `<checkpoint_dir>/dedup-<token>/` and an earlier attempt's finished ones are read back
     instead of recomputed (`reused`): a run killed in the middle of dedup keeps its
-    prepared rows, signatures and edges.
+    prepared rows, signatures and edges. With `ids_unique` the caller vouches that `df` has one
+    row per id (a batch from `ingest`), and no job looks for repeated ones.
     """
     for c in ("id", "text"):
         if c not in df.columns:
@@ -138,7 +139,7 @@ def dedup(df: DataFrame, cfg: DedupSection, *, previous: DataFrame | None = None
     # 2. one id, one content: later rows reusing an id for other content are rejected. A batch
     # from `ingest` has unique ids: one job over the id column finds that out, and then no row
     # is shuffled by id
-    if _ids_repeat(df):
+    if not ids_unique and _ids_repeat(df):
         by_id = Window.partitionBy("id").orderBy("_rk", "_key", "_rowh")
         d = d.withColumn("_id_key", F.first("_key").over(by_id.rowsBetween(Window.unboundedPreceding, 0)))
         d = d.withColumn("_reason", F.coalesce("_reason", F.when(F.col("_key") != F.col("_id_key"),

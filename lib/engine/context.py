@@ -49,13 +49,15 @@ class StageOutput:
     """What a stage function returns. Row stages: `kept` and `rejected` (REJECT rows), and
     `extras` (named frames to keep, e.g. dedup's audit). `shared` is a frame both are
     filtered from; it is persisted while they are written, so the stage's kernels run once.
-    `finish` runs after everything is written (on the written frames). Sinks: `rows_in`,
-    `rows_out` and `report`."""
+    `finish` runs after everything is written (on the written frames). `summary` gives report
+    sections from the written frames and only reads them: the runner computes it side by side
+    with its row count, so their jobs overlap. Sinks: `rows_in`, `rows_out` and `report`."""
     kept: DataFrame | None = None
     rejected: DataFrame | None = None
     extras: dict[str, DataFrame] = field(default_factory=dict)
     shared: DataFrame | tuple[DataFrame, ...] | None = None     # or several such frames
     finish: Callable[["Done"], Finished | dict] | None = None
+    summary: Callable[["Done"], dict] | None = None
     rows_in: int | None = None
     rows_out: int | None = None
     report: dict = field(default_factory=dict)

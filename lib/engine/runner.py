@@ -380,10 +380,15 @@ class Runner:
         schemas = {n: schemas[n] for n in frames}      # in the parts' order, as before
         for f in shared:
             f.unpersist()
-        entry = self.run.count(spec.name, written["kept"], written["rejected"])
         extras = {k: v for k, v in written.items() if k not in ("kept", "rejected")}
-        return Done(spec, fp, entry, dict(out.report), written["kept"], written["rejected"], extras,
-                    schemas=schemas)
+        done = Done(spec, fp, {}, dict(out.report), written["kept"], written["rejected"], extras, schemas=schemas)
+        summary: dict[str, Any] = {}
+        calls = [lambda: done.entry.update(self.run.count(spec.name, written["kept"], written["rejected"]))]
+        if out.summary is not None:
+            calls.append(lambda: summary.update(out.summary(done)))
+        side_by_side(self.spark, calls)     # the count and the stage's report queries overlap
+        done.report.update(summary)
+        return done
 
     def _write_marker(self, spec: StageSpec, done: Done) -> None:
         marker = {"stage": spec.name, "fingerprint": done.fingerprint, "shardforge_version": __version__,

@@ -187,15 +187,15 @@ def clean(ctx: StageContext, df: DataFrame) -> StageOutput:
         counted["quality_fail"] = F.col("quality_fail")
     if urls is not None and ctx.cfg.quality.mode == "annotate":
         counted["url_blocklist"] = F.col("signals.url_blocklist")
-    finish = None
+    report = None
     if counted:
-        def finish(done) -> dict:
+        def report(done) -> dict:
             out = {}
             for name, col in counted.items():
                 rows = done.kept.groupBy(col.alias(name)).count().collect()
                 out[name] = {r[name] or "none": int(r["count"]) for r in sorted(rows, key=lambda r: r[name] or "")}
             return out
-    return StageOutput(res.kept, res.rejected, shared=res.shared, finish=finish)
+    return StageOutput(res.kept, res.rejected, shared=res.shared, summary=report)
 
 
 def score(ctx: StageContext, df: DataFrame) -> StageOutput:
@@ -235,7 +235,7 @@ def redact(ctx: StageContext, df: DataFrame) -> StageOutput:
 
     res = run_redact(df, ctx.cfg.redact)
     return StageOutput(res.kept, res.rejected, shared=res.shared,
-                       finish=lambda done: {"redactions": counts_by_kind(done.kept)})
+                       summary=lambda done: {"redactions": counts_by_kind(done.kept)})
 
 
 def dedup(ctx: StageContext, df: DataFrame) -> StageOutput:
@@ -254,19 +254,22 @@ def dedup(ctx: StageContext, df: DataFrame) -> StageOutput:
     token = _checkpoint_token(ctx)
     if token is not None:
         _drop_stale_checkpoints(ctx, checkpoint, token)
+    # ingest earlier in this plan leaves one row per id (no stage between changes ids): dedup
+    # need not look for repeated ones
+    ids_unique = "ingest" in ctx.plan[:ctx.plan.index(ctx.stage)]
     res = run_dedup(df, ctx.cfg.dedup, previous=previous, previous_docs=previous_docs, checkpoint_dir=checkpoint,
-                    checkpoint_token=token)
+                    checkpoint_token=token, ids_unique=ids_unique)
     if res.reused:
         log.info("dedup: reusing what an earlier attempt finished: %s", ", ".join(res.reused))
 
     def finish(done) -> dict:
-        audit = done.extras["audit"]     # merged into layout.dedup_audit by the runner (StageSpec.tables)
         # a shared dedup.checkpoint_dir keeps other outputs' folders; <output>/_checkpoints goes whole
         delete_path(spark, res.scratch if ctx.cfg.dedup.checkpoint_dir else checkpoint)
-        return {"duplicates": summary(audit), "dedup_timings": {k: round(v, 3) for k, v in res.timings.items()},
-                "dedup_reused": list(res.reused)}
+        return {"dedup_timings": {k: round(v, 3) for k, v in res.timings.items()}, "dedup_reused": list(res.reused)}
 
-    return StageOutput(res.kept, res.rejected, extras={"audit": res.audit, "side": res.signatures}, finish=finish)
+    # the audit is merged into layout.dedup_audit by the runner (StageSpec.tables)
+    return StageOutput(res.kept, res.rejected, extras={"audit": res.audit, "side": res.signatures}, finish=finish,
+                       summary=lambda done: {"duplicates": summary(done.extras["audit"])})
 
 
 def _owner(ctx: StageContext) -> str:
@@ -315,7 +318,7 @@ def tokenize(ctx: StageContext, df: DataFrame) -> StageOutput:
         log.info("tokenize: the tokenizers library's encoder (%s)", info.encoder_note)
     t0 = time.monotonic()
 
-    def finish(done) -> dict:
+    def report(done) -> dict:
         stats = token_stats(done.kept)
         seconds = time.monotonic() - t0
         return {"tokens": {**stats, "column": ctx.cfg.tokenize.column, "dtype": info.dtype,
@@ -323,7 +326,7 @@ def tokenize(ctx: StageContext, df: DataFrame) -> StageOutput:
                            "encoder": info.encoder, **({"encoder_note": info.encoder_note} if info.encoder_note else {}),
                            "tokens_per_second": round(stats["total"] / seconds, 1) if seconds > 0 else None}}
 
-    return StageOutput(run_tokenize(df, ctx.cfg.tokenize, info), empty_rejects(ctx.spark), finish=finish)
+    return StageOutput(run_tokenize(df, ctx.cfg.tokenize, info), empty_rejects(ctx.spark), summary=report)
 
 
 def _commit_side_table(ctx: StageContext) -> None:
