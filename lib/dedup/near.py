@@ -256,9 +256,10 @@ def near_map_in_memory(node: np.ndarray, ids: list[str], old: np.ndarray, rk: np
             start = np.ones(n, dtype=bool)
             start[1:] = hs[1:] != hs[:-1]
             first = np.flatnonzero(start)
-            m = first[np.cumsum(start) - 1]                # the bucket's smallest member, per row
-            size = np.diff(np.append(first, n))[np.cumsum(start) - 1]
-            has_new = (np.add.reduceat((~olds).astype(np.int64), first) > 0)[np.cumsum(start) - 1]
+            g = np.cumsum(start) - 1                       # each row's bucket
+            m = first[g]                                   # the bucket's smallest member, per row
+            size = np.diff(np.append(first, n))[g]
+            has_new = (np.add.reduceat((~olds).astype(np.int64), first) > 0)[g]
             keep = (size > 1) & has_new & (ns != ns[m]) & ~(olds & olds[m])
             a, b = ns[keep], ns[m[keep]]
             us.append(np.minimum(a, b))

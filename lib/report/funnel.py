@@ -237,12 +237,12 @@ def check_event_log(path: str | Path, *, min_tasks: int | None = None, max_drive
                         (m.get("Output Metrics") or {}).get("Records Written", 0),
                         (m.get("Shuffle Write Metrics") or {}).get("Shuffle Records Written", 0))
             task_rows[e["Stage ID"]] = max(task_rows.get(e["Stage ID"], 0), moved)
-        if ev == "SparkListenerTaskEnd" and e.get("Task Type") == "ResultTask":
-            size = (e.get("Task Metrics") or {}).get("Result Size", 0)
-            if e["Stage ID"] in broadcast_bytes:
-                broadcast_bytes[e["Stage ID"]] += size
-            if size > max_result_bytes:
-                big_results.append((e["Stage ID"], e["Task Info"]["Task ID"], size))
+            if e.get("Task Type") == "ResultTask":
+                size = m.get("Result Size", 0)
+                if e["Stage ID"] in broadcast_bytes:
+                    broadcast_bytes[e["Stage ID"]] += size
+                if size > max_result_bytes:
+                    big_results.append((e["Stage ID"], e["Task Info"]["Task ID"], size))
 
     shuffle_partitions = int(props.get("spark.sql.shuffle.partitions", "200"))
     aqe_coalesce = (props.get("spark.sql.adaptive.enabled", "true") == "true"
