@@ -121,6 +121,17 @@ def jsonl_splits(files: list[InputFile], split_bytes: int) -> list[tuple[str, st
     return out
 
 
+def split_lines(batches: Iterator[pa.RecordBatch], max_record_bytes: int) -> Iterator[pa.RecordBatch]:
+    """LINES batches of the splits in `batches` (rows of `jsonl_splits`), read in order."""
+    from shardforge.ingest.readers.streams import jsonl_lines
+
+    def rows():
+        for b in batches:
+            for path, source, fmt, start, end in zip(*(b.column(i).to_pylist() for i in range(5))):
+                yield from jsonl_lines(path, source, fmt, max_record_bytes, start, None if end < 0 else end)
+    return _batches(rows(), LINES)
+
+
 def jsonl(spark: SparkSession, files: list[InputFile], max_record_bytes: int, known: tuple[str, ...] = (),
           named: tuple[str, ...] = (), parse_max: int = PARSE_MAX_LINE_BYTES) -> DataFrame:
     """Lines of JSONL files, plain (local, in byte-range splits of `split_bytes_of` for their
@@ -130,18 +141,12 @@ def jsonl(spark: SparkSession, files: list[InputFile], max_record_bytes: int, kn
     other than `known` (`other_keys`). With `named` (the four keys read into id, text, source and
     url; `known` must then be those alone) the reader also decodes them where JSON leaves no
     doubt (`named_fields`: JSONL_FIELDS), so Spark parses only the lines it declines."""
-    from shardforge.ingest.readers.streams import jsonl_lines
-
     if named and (len(named) != len(FIELDS) or set(known) != set(named)):
         raise ValueError(f"jsonl: named keys {named!r} must be {len(FIELDS)} and the only known ones ({known!r})")
     decode = bool(named) and COMPILED
 
     def run(batches):
-        def rows():
-            for b in batches:
-                for path, source, fmt, start, end in zip(*(b.column(i).to_pylist() for i in range(5))):
-                    yield from jsonl_lines(path, source, fmt, max_record_bytes, start, None if end < 0 else end)
-        for batch in _batches(rows(), LINES):
+        for batch in split_lines(batches, max_record_bytes):
             if decode:
                 yield named_fields(batch, named, parse_max)
             else:
