@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 
@@ -35,7 +34,7 @@ def main() -> None:
     from shardforge.config import load_config
     from shardforge.engine.session import get_spark, input_size, warm_up
     from shardforge.ingest.readers.files import list_inputs
-    from shardforge.ingest.readers.spark import _spark_schema, jsonl_splits, named_fields, split_bytes_of, split_lines
+    from shardforge.ingest.readers.spark import _spark_schema, named_fields, split_lines, splits_frame
 
     cfg = load_config(args.conf, ['spark.master="local[2]"'])
     spark = get_spark(cfg.spark, input_bytes=input_size([args.input]))
@@ -59,12 +58,7 @@ def main() -> None:
             yield pa.RecordBatch.from_arrays([out.column("id"), out.column("text"), out.column(REASON_COL)],
                                              schema=OUT)
 
-    files = list_inputs(args.input)
-    paths = [f.path[len("file://"):] if f.path.startswith("file://") else f.path for f in files]
-    splits = jsonl_splits(files, split_bytes_of(spark, sum(os.path.getsize(p) for p in paths), len(paths)))
-    frame = spark.createDataFrame(spark.sparkContext.parallelize(splits, len(splits)),
-                                  "path string, source string, format string, start long, end long")
-    marked = frame.mapInArrow(run, _spark_schema(OUT)).persist()
+    marked = splits_frame(spark, list_inputs(args.input)).mapInArrow(run, _spark_schema(OUT)).persist()
     marked.filter("reason is null").drop("reason").write.mode("overwrite").parquet(args.out + "/kept")
     marked.filter("reason is not null").select("id", "reason").write.mode("overwrite").parquet(args.out + "/rejected")
     counts = {r["reason"]: r["count"] for r in spark.read.parquet(args.out + "/rejected").groupBy("reason").count().collect()}

@@ -121,6 +121,18 @@ def jsonl_splits(files: list[InputFile], split_bytes: int) -> list[tuple[str, st
     return out
 
 
+def splits_frame(spark: SparkSession, files: list[InputFile]) -> DataFrame:
+    """One row per `jsonl_splits` split of `files` (path, source, format, start, end), sized for
+    the plain local JSONL files' total size; the rows `split_lines` reads."""
+    plain = [f.path[len("file://"):] if f.path.startswith("file://") else f.path for f in files if f.format == "jsonl"]
+    plain = [p for p in plain if "://" not in p]
+    total = sum(os.path.getsize(p) for p in plain)
+    splits = jsonl_splits(files, split_bytes_of(spark, total, len(plain)))
+    n = max(1, min(len(splits), 10_000))
+    return spark.createDataFrame(spark.sparkContext.parallelize(splits, n),
+                                 "path string, source string, format string, start long, end long")
+
+
 def split_lines(batches: Iterator[pa.RecordBatch], max_record_bytes: int) -> Iterator[pa.RecordBatch]:
     """LINES batches of the splits in `batches` (rows of `jsonl_splits`), read in order."""
     from shardforge.ingest.readers.streams import jsonl_lines
@@ -152,14 +164,7 @@ def jsonl(spark: SparkSession, files: list[InputFile], max_record_bytes: int, kn
             else:
                 yield batch.append_column(JSONL_LINES.field("_others"), other_keys(batch.column("_line"), known))
 
-    plain = [f.path[len("file://"):] if f.path.startswith("file://") else f.path for f in files if f.format == "jsonl"]
-    plain = [p for p in plain if "://" not in p]
-    total = sum(os.path.getsize(p) for p in plain)
-    splits = jsonl_splits(files, split_bytes_of(spark, total, len(plain)))
-    n = max(1, min(len(splits), 10_000))
-    frame = spark.createDataFrame(spark.sparkContext.parallelize(splits, n),
-                                  "path string, source string, format string, start long, end long")
-    return frame.mapInArrow(run, _spark_schema(JSONL_FIELDS if decode else JSONL_LINES))
+    return splits_frame(spark, files).mapInArrow(run, _spark_schema(JSONL_FIELDS if decode else JSONL_LINES))
 
 
 # the compiled kernel answers `other_keys`; from the `--py-files` zip (no compiled module) every
