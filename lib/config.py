@@ -37,6 +37,8 @@ class PipelineSection:
     input_format: str = "auto"  # auto (per file, by extension) | jsonl | parquet | text | warc | webdataset | delta
     stages: tuple[str, ...] = DEFAULT_STAGES   # exactly the stages that run, in shardforge.stages.ORDER
     write_raw: bool = True      # keep the ingested rows as the `raw` Delta table
+    # run ingest and clean in one pass over local JSONL when the plan allows it (shardforge.ingest.fused)
+    fuse: bool = True
     lock_timeout: float = 120.0  # seconds without a heartbeat after which another host's run lock is stale
 
 

@@ -143,4 +143,11 @@ def stage_runs(monkeypatch):
 
     for spec in REGISTRY.values():
         monkeypatch.setattr(steps, spec.function, counted(spec.name, getattr(steps, spec.function)))
+    real_fused = steps.ingest_clean
+
+    def fused(*args, **kwargs):     # ingest and clean in one pass (shardforge.ingest.fused)
+        calls.extend(["ingest", "clean"])
+        return real_fused(*args, **kwargs)
+
+    monkeypatch.setattr(steps, "ingest_clean", fused)
     return calls

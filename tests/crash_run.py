@@ -31,8 +31,8 @@ def install(point: str, flag: str) -> None:
 
         original = runner.Runner._write_marker
 
-        def write_marker(self, spec, done):
-            original(self, spec, done)
+        def write_marker(self, spec, done, **kwargs):
+            original(self, spec, done, **kwargs)
             if spec.name == "clean":
                 freeze(flag)
 

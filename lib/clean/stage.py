@@ -217,11 +217,16 @@ def clean(df: DataFrame, cfg: CleanSection, quality: QualitySection = QualitySec
             yield clean_batch(batch, rules, form, cfg, quality, urls, rejected_text)
 
     marked = src.mapInArrow(run, out_schema)
+    kept, rejected = split_marked(marked, annotate_urls)
+    return StageResult(kept, rejected, shared=marked)
+
+
+def split_marked(marked: DataFrame, annotate_urls: bool) -> tuple[DataFrame, DataFrame]:
+    """Clean's kept rows and REJECT rows from its marked frame (REASON_COL null: kept)."""
     kept = marked.filter(F.col(REASON_COL).isNull()).drop(REASON_COL)
     if annotate_urls:
         kept = _with_url_signal(kept)
-    rejected = rejects(marked.filter(F.col(REASON_COL).isNotNull()), "clean", F.col(REASON_COL))
-    return StageResult(kept, rejected, shared=marked)
+    return kept, rejects(marked.filter(F.col(REASON_COL).isNotNull()), "clean", F.col(REASON_COL))
 
 
 def drops_by_rule(rejected: DataFrame) -> dict[str, int]:

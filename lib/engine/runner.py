@@ -15,6 +15,9 @@ calls `execute`. For each stage of the plan, in `shardforge.stages.ORDER`:
 
 Then the rejects of every stage go to the rejects table, the last stage's rows to its
 output table, the report is written and `<work>` is removed (`keep_intermediate` keeps it).
+A table write whose rows no later stage changes (a stage's extra table such as dedup's
+audit; the rejects once only sinks such as build-shards remain) starts in a thread as soon as
+they are final, beside the stages still to run; the run waits for it before it reports.
 A run killed anywhere resumes from the first stage without a matching marker and gives
 the same Delta rows and shard bytes as an uninterrupted run: the table versions a run
 reads (curated table, dedup side table) are pinned in `<work>/state.json` when it first
@@ -223,37 +226,11 @@ class Runner:
         ctx = StageContext(self.spark, self.cfg, self.layout, inputs, self.options, state["base"],
                            state["run_id"], plan, {}, self.run, self.files)
         self.run.report["plan"] = list(plan)
-        upstream = inputs.fingerprint
-        current: Handle | None = None
-        prev: Done | None = None
-        first_ran: str | None = None
-        for name in plan:
-            spec = REGISTRY[name]
-            fp = _sha({"stage": name, "version": __version__, "config": config_part(self.cfg, spec),
-                       "upstream": upstream, "pins": self._pins(spec, state),
-                       # its rejects keep no record (_materialise): a run keeping them must not reuse it
-                       **({"rejects_record": "none"} if self.cfg.rejects.record == "none" else {})})
-            ctx.stage, ctx.fingerprint = name, fp
-            if current is None and not spec.is_source and inputs.direct:
-                ctx.input_handle = inputs.direct[0] if len(inputs.direct) == 1 else None
-            else:
-                ctx.input_handle = current
-            done = self._reuse(spec, fp) if first_ran is None else None
-            if done is None:
-                first_ran = first_ran or name
-                done = self._run_stage(spec, fp, ctx, prev, current, inputs)
-            ctx.done[name] = done
-            self.run.add_stage(done.entry)
-            self.run.report.update(done.report)
-            upstream = fp
-            if done.next is not None:
-                current = done.next
-            elif not spec.is_sink:
-                current = Handle("parquet", self._dir(name, "kept"))
-            prev = done
-        any_reused = any(d.reused for d in ctx.done.values())
-        self.run.report["resumed_from"] = first_ran if any_reused else None
-        self._write_tables(ctx, prev)
+        with Background(self.spark) as early:
+            prev, first_ran = self._stages(ctx, plan, state, inputs, early)
+            any_reused = any(d.reused for d in ctx.done.values())
+            self.run.report["resumed_from"] = first_ran if any_reused else None
+            self._write_tables(ctx, prev, early)
         from shardforge.redact.privacy import privacy_report
 
         self.run.report["privacy"] = privacy_report(self.cfg)
@@ -267,6 +244,57 @@ class Runner:
                 self.files.delete(self.cfg.download.spool_dir or self.layout.download_spool)
         return report
 
+    def _stages(self, ctx: StageContext, plan: tuple[str, ...], state: dict, inputs: Inputs,
+                early: "Background") -> tuple[Done | None, str | None]:
+        """Run or reuse each stage of `plan` in order; (the last stage's Done, the first stage
+        that ran). A table write that no later stage changes starts in `early` as soon as its
+        rows are final (`_start_writes`), so it overlaps the stages still to run."""
+        upstream = inputs.fingerprint
+        current: Handle | None = None
+        prev: Done | None = None
+        first_ran: str | None = None
+        fused: Done | None = None          # clean's, when ingest ran fused with it
+        for i, name in enumerate(plan):
+            spec = REGISTRY[name]
+            fp = self._fingerprint(spec, upstream, state)
+            ctx.stage, ctx.fingerprint = name, fp
+            if current is None and not spec.is_source and inputs.direct:
+                ctx.input_handle = inputs.direct[0] if len(inputs.direct) == 1 else None
+            else:
+                ctx.input_handle = current
+            nxt = self._fingerprint(REGISTRY[plan[i + 1]], fp, state) if i + 1 < len(plan) else None
+            done = self._reuse(spec, fp, (plan[i + 1], nxt) if nxt else None) if first_ran is None else None
+            if done is None and fused is not None and name == "clean":
+                done, fused = fused, None
+            elif done is None:
+                first_ran = first_ran or name
+                from shardforge.ingest.fused import blocker
+
+                why = blocker(self.cfg, plan, i) if name == "ingest" else "not ingest"
+                if why is None:
+                    done, fused = self._run_fused(REGISTRY["ingest"], fp, REGISTRY["clean"], nxt, ctx)
+                else:
+                    if name == "ingest" and plan[i + 1:i + 2] == ("clean",):
+                        log.info("stages ingest and clean run one after the other: %s", why)
+                    done = self._run_stage(spec, fp, ctx, prev, current, inputs)
+            ctx.done[name] = done
+            self.run.add_stage(done.entry)
+            self.run.report.update(done.report)
+            upstream = fp
+            if done.next is not None:
+                current = done.next
+            elif not spec.is_sink:
+                current = Handle("parquet", self._dir(name, "kept"))
+            prev = done
+            self._start_writes(ctx, plan[i + 1:], done, early)
+        return prev, first_ran
+
+    def _fingerprint(self, spec: StageSpec, upstream: str, state: dict) -> str:
+        return _sha({"stage": spec.name, "version": __version__, "config": config_part(self.cfg, spec),
+                     "upstream": upstream, "pins": self._pins(spec, state),
+                     # its rejects keep no record (_materialise): a run keeping them must not reuse it
+                     **({"rejects_record": "none"} if self.cfg.rejects.record == "none" else {})})
+
     def _pins(self, spec: StageSpec, state: dict) -> dict:
         if spec.name in ("dedup", "curate"):
             return dict(state["base"])
@@ -275,7 +303,11 @@ class Runner:
     def _dir(self, stage: str, part: str = "") -> str:
         return join(self.layout.work, stage, part) if part else join(self.layout.work, stage)
 
-    def _reuse(self, spec: StageSpec, fp: str) -> Done | None:
+    def _reuse(self, spec: StageSpec, fp: str, after: tuple[str, str] | None = None) -> Done | None:
+        """The stage's Done from its marker, when the marker holds `fp`. A stage that ran fused
+        with the next one (`ingest.fused`: its kept rows were never written) is reused only
+        when `after` (the next stage of this plan and its fingerprint now) is that stage, and
+        its own marker holds that fingerprint: then the next one is reused too."""
         text = self.files.read_text(join(self._dir(spec.name), MARKER))
         if not text:
             return None
@@ -283,6 +315,14 @@ class Runner:
         if marker.get("fingerprint") != fp:
             log.info("stage %s: its inputs or config changed since it completed: running it again", spec.name)
             return None
+        with_next = marker.get("fused_with")
+        if with_next:
+            later = self.files.read_text(join(self._dir(with_next["stage"]), MARKER))
+            if (after is None or tuple(after) != (with_next["stage"], with_next["fingerprint"]) or not later
+                    or json.loads(later).get("fingerprint") != with_next["fingerprint"]):
+                log.info("stage %s: ran in one pass with %s, which is not complete or changed: running both again",
+                         spec.name, with_next["stage"])
+                return None
         schemas = {k: StructType.fromJson(v) for k, v in marker.get("schemas", {}).items()}
 
         def part(name: str) -> DataFrame | None:
@@ -349,9 +389,43 @@ class Runner:
         log.info("stage %s: done in %.1f s", spec.name, done.entry["seconds"])
         return done
 
-    def _materialise(self, spec: StageSpec, fp: str, out: StageOutput) -> Done:
+    def _run_fused(self, ing: StageSpec, ing_fp: str, cl: StageSpec, cl_fp: str,
+                   ctx: StageContext) -> tuple[Done, Done]:
+        """ingest and clean in one pass (`ingest.fused`): each stage's rejects and clean's kept
+        rows written, each counted and checked (ingest's kept counted from the pass, clean's
+        rows in against it), ingest's marker (naming clean's fingerprint), then clean's."""
+        from shardforge.engine import steps
+        from shardforge.schemas import REJECT, assert_schema
+
+        log.info("stages ingest and clean: started, in one pass over the JSONL files")
+        t0 = time.monotonic()
+        ing_out, cl_out, marked = steps.ingest_clean(ctx)       # marked: persisted
+        try:
+            ing_done = self._materialise(ing, ing_fp, ing_out, write_kept=False)
+            self.run.check(ing.name, None, ing_done.entry)
+            assert_schema(ing_done.rejected, REJECT, f"rejects of stage {ing.name}")
+            ing_done.entry["seconds"] = round(time.monotonic() - t0, 3)
+            t1 = time.monotonic()
+            cl_done = self._materialise(cl, cl_fp, cl_out)
+        finally:
+            marked.unpersist()
+        self.run.check(cl.name, ing_done.entry["kept"], cl_done.entry)
+        _assert(cl_done.kept, cl.output_schema, f"output of stage {cl.name}")
+        assert_schema(cl_done.rejected, REJECT, f"rejects of stage {cl.name}")
+        cl_done.entry["seconds"] = round(time.monotonic() - t1, 3)
+        for d in (ing_done, cl_done):
+            d.entry["reused"] = False
+            d.entry["fused"] = True
+        self._write_marker(ing, ing_done, fused_with={"stage": cl.name, "fingerprint": cl_fp})
+        self._write_marker(cl, cl_done)
+        log.info("stages ingest and clean: done in %.1f s", time.monotonic() - t0)
+        return ing_done, cl_done
+
+    def _materialise(self, spec: StageSpec, fp: str, out: StageOutput, write_kept: bool = True) -> Done:
         """Write kept, rejected and extras as Parquet (the stage's kernels run once: the
-        shared frame is persisted while its parts are written), read them back, count."""
+        shared frame is persisted while its parts are written), read them back, count.
+        Without `write_kept` the kept rows are counted where they are and not written (a
+        stage fused with the next, which reads them in the same pass)."""
         shared = out.shared if isinstance(out.shared, (tuple, list)) else (out.shared,)
         shared = [f if f.is_cached else self.run.persist(f) for f in shared if f is not None]
         rejected = out.rejected
@@ -375,9 +449,12 @@ class Runner:
         # kept first, alone: it fills the shared frames' cache, which the other parts then
         # read; those (rejects, extras: mostly small) are written side by side in threads, so
         # their jobs' fixed driver-side costs overlap
-        write("kept")
+        if write_kept:
+            write("kept")
+        else:
+            written["kept"] = out.kept
         side_by_side(self.spark, [lambda n=n: write(n) for n in frames if n != "kept"])
-        schemas = {n: schemas[n] for n in frames}      # in the parts' order, as before
+        schemas = {n: schemas[n] for n in frames if n in schemas}      # in the parts' order, as before
         for f in shared:
             f.unpersist()
         extras = {k: v for k, v in written.items() if k not in ("kept", "rejected")}
@@ -390,28 +467,40 @@ class Runner:
         done.report.update(summary)
         return done
 
-    def _write_marker(self, spec: StageSpec, done: Done) -> None:
+    def _write_marker(self, spec: StageSpec, done: Done, fused_with: dict | None = None) -> None:
         marker = {"stage": spec.name, "fingerprint": done.fingerprint, "shardforge_version": __version__,
                   "entry": done.entry, "report": done.report,
                   "next": done.next.to_json(self.layout) if done.next else None,
-                  "schemas": done.schemas}
+                  "schemas": done.schemas, **({"fused_with": fused_with} if fused_with else {})}
         self.files.write_text(join(self._dir(spec.name), MARKER), json.dumps(marker, indent=2, sort_keys=True,
                                                                               default=str))
 
     # -- after the stages -----------------------------------------------------------------
-    def _write_tables(self, ctx: StageContext, last: Done | None) -> None:
+    def _start_writes(self, ctx: StageContext, rest: tuple[str, ...], done: Done, early: "Background") -> None:
+        """Start the table writes whose rows are final once `done`'s stage is through: its
+        extra tables (StageSpec.tables, e.g. dedup's audit) now, and the run's rejects when
+        every stage still to run (`rest`) is a sink, which rejects nothing (build-shards).
+        Each is an idempotent merge into a table no later stage touches, so it may overlap
+        them; `execute` waits for all of them before it reports or raises."""
+        for extra, field_name in done.spec.tables:
+            if done.extras.get(extra) is not None:
+                early.submit(lambda d=done, e=extra, f=field_name: self._merge_extra(d, e, f))
+        if rest and not early.rejects_started and all(REGISTRY[n].is_sink for n in rest):
+            frames = [d.rejected for d in ctx.done.values() if d.rejected is not None]
+            names = tuple(ctx.done)
+            early.submit(lambda: self._write_rejects(ctx, frames, names))
+            early.rejects_started = True
+
+    def _write_tables(self, ctx: StageContext, last: Done | None, early: "Background") -> None:
         """The run's table writes once its stages are done, side by side in threads of one
-        session: the last stage's rows (then the dedup side table), the rejects, and the
-        stages' extra tables (StageSpec.tables). They touch different Delta tables and each
-        is an idempotent merge, so their order does not matter; most of a small write's time
-        is the driver's commit bookkeeping, which threads overlap. Every write finishes
-        before an error is raised (the first one)."""
-        writes = [lambda: self._publish_last(ctx, last), lambda: self._write_rejects(ctx)]
-        for done in ctx.done.values():
-            for extra, field_name in done.spec.tables:
-                if done.extras.get(extra) is not None:
-                    writes.append(lambda d=done, e=extra, f=field_name: self._merge_extra(d, e, f))
-        side_by_side(self.spark, writes)
+        session with those `_start_writes` began earlier: the last stage's rows (then the
+        dedup side table) and the rejects, unless they began already. They touch different
+        Delta tables and each is an idempotent merge, so their order does not matter; most of
+        a small write's time is the driver's commit bookkeeping, which threads overlap."""
+        early.submit(lambda: self._publish_last(ctx, last))
+        if not early.rejects_started:
+            frames = [d.rejected for d in ctx.done.values() if d.rejected is not None]
+            early.submit(lambda: self._write_rejects(ctx, frames, tuple(ctx.done)))
 
     def _merge_extra(self, done: Done, extra: str, field_name: str) -> None:
         from shardforge.curated.tables import merge_new
@@ -433,12 +522,12 @@ class Runner:
             outcome = steps.publish_rows(ctx, last.kept, target)
         self.run.report["output_table"] = {"path": target, "inserted": outcome.inserted, "version": outcome.version}
 
-    def _write_rejects(self, ctx: StageContext) -> None:
+    def _write_rejects(self, ctx: StageContext, frames: list[DataFrame], stages: tuple[str, ...]) -> None:
+        """The rejects of `stages` (`frames`, their rejected parts) merged into the rejects table."""
         from shardforge.curated.tables import append_rejects
         from shardforge.stage import empty_rejects
 
-        frames = [d.rejected for d in ctx.done.values() if d.rejected is not None]
-        if not frames and all(REGISTRY[n].is_sink for n in ctx.done):
+        if not frames and all(REGISTRY[n].is_sink for n in stages):
             return      # a shard build alone (build-shards from a table) rejects nothing: no Delta commit
         rej = frames[0] if frames else empty_rejects(self.spark)
         for f in frames[1:]:
@@ -447,6 +536,49 @@ class Runner:
 
         with self.run.timed("rejects"):
             append_rejects(self.spark, rejects_for_output(rej, self.cfg), self.layout.rejects)
+
+
+class Background:
+    """Calls run in threads of one session while the caller goes on (`submit`), each with the
+    session as its thread's active one, as `side_by_side` runs them. Leaving the `with` block
+    waits for every call; then the block's own error is raised if it had one (a call's error
+    is logged), else the first call's error."""
+
+    def __init__(self, spark: SparkSession, workers: int = 4):
+        self.spark, self.workers = spark, workers
+        self.futures: list = []
+        self.rejects_started = False
+        self.pool = None
+
+    def __enter__(self) -> "Background":
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="shardforge-write")
+        return self
+
+    def submit(self, call) -> None:
+        self.futures.append(self.pool.submit(_in_session(self.spark, call)))
+
+    def __exit__(self, kind, exc, tb) -> bool:
+        self.pool.shutdown(wait=True)
+        errors = [f.exception() for f in self.futures if f.exception() is not None]
+        if exc is not None:
+            for e in errors:
+                log.error("a table write that ran beside the stages failed too: %s", e)
+            return False
+        if errors:
+            raise errors[0]
+        return False
+
+
+def _in_session(spark: SparkSession, call):
+    def run():
+        spark._jvm.SparkSession.setActiveSession(spark._jsparkSession)
+        try:
+            return call()
+        finally:
+            spark._jvm.SparkSession.clearActiveSession()
+    return run
 
 
 def side_by_side(spark: SparkSession, calls: list) -> None:
@@ -461,17 +593,8 @@ def side_by_side(spark: SparkSession, calls: list) -> None:
             call()
         return
 
-    def in_session(call):
-        def run():
-            spark._jvm.SparkSession.setActiveSession(spark._jsparkSession)
-            try:
-                return call()
-            finally:
-                spark._jvm.SparkSession.clearActiveSession()
-        return run
-
     with ThreadPoolExecutor(max_workers=max(1, len(calls)), thread_name_prefix="shardforge-write") as pool:
-        futures = [pool.submit(in_session(c)) for c in calls]
+        futures = [pool.submit(_in_session(spark, c)) for c in calls]
     for f in futures:
         f.result()
 

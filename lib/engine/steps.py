@@ -27,10 +27,11 @@ log = logging.getLogger("shardforge.engine.steps")
 BROADCAST_REPEATED_IDS = 100_000
 
 
-def unique_ids(df: DataFrame) -> StageResult:
+def unique_ids(df: DataFrame, sha_col: str | None = None) -> StageResult:
     """One row per id: of rows sharing an id, the one with the smallest (sha256(text), source)
     is kept; the others are rejected as `invalid:duplicate_id` (exact copies included:
-    the dedup stage only sees distinct ids).
+    the dedup stage only sees distinct ids). `sha_col`: a column holding sha256(text) already
+    (hex, as `sha2`), for rows whose text is no longer the text read (`ingest.fused`).
 
     One job counts the repeated ids (a shuffle of the ids alone). None: the rows pass as they
     are. A few: only the rows with those ids are ranked. Many: every row is ranked by id.
@@ -40,20 +41,21 @@ def unique_ids(df: DataFrame) -> StageResult:
     if n == 0:
         return StageResult(df, empty_rejects(df.sparkSession))
     if n > BROADCAST_REPEATED_IDS:
-        ranked = _rank_by_id(df)
+        ranked = _rank_by_id(df, sha_col)
         return StageResult(ranked.filter("_n = 1").drop("_n"),
                            rejects(ranked.filter("_n > 1"), "ingest", "invalid:duplicate_id"))
     marks = F.broadcast(repeated.select(F.col("id").alias("_rid"), F.lit(True).alias("_rep")))
     flagged = df.join(marks, df["id"].eqNullSafe(marks["_rid"]), "left").drop("_rid")
-    ranked = _rank_by_id(flagged.where(F.col("_rep")).drop("_rep"))
+    ranked = _rank_by_id(flagged.where(F.col("_rep")).drop("_rep"), sha_col)
     kept = flagged.where(F.col("_rep").isNull()).drop("_rep").unionByName(ranked.filter("_n = 1").drop("_n"))
     return StageResult(kept, rejects(ranked.filter("_n > 1"), "ingest", "invalid:duplicate_id"))
 
 
-def _rank_by_id(df: DataFrame) -> DataFrame:
+def _rank_by_id(df: DataFrame, sha_col: str | None = None) -> DataFrame:
     """`df` with _n: 1 for the row that keeps its id, 2, 3, ... for the others."""
     image = F.col("image") if "image" in df.columns else F.lit(None).cast("binary")
-    w = Window.partitionBy("id").orderBy(F.sha2(F.coalesce("text", F.lit("")), 256), F.col("source"),
+    sha = F.col(sha_col) if sha_col else F.sha2(F.coalesce("text", F.lit("")), 256)
+    w = Window.partitionBy("id").orderBy(sha, F.col("source"),
                                          F.sha2(F.coalesce(image, F.lit(b"").cast("binary")), 256))
     return df.withColumn("_n", F.row_number().over(w))
 
@@ -173,6 +175,17 @@ def ingest(ctx: StageContext, _df: None) -> StageOutput:
 
     return StageOutput(ids.kept, batch.rejected.unionByName(ids.rejected), shared=batch.shared,
                        extras=batch.extras, finish=finish, report=report)
+
+
+def ingest_clean(ctx: StageContext) -> tuple[StageOutput, StageOutput, DataFrame]:
+    """ingest and clean in one pass over local JSONL (`shardforge.ingest.fused`): their two
+    outputs, and the pass's frame, for the runner to persist while both are written."""
+    from shardforge.clean.urls import UrlFilter
+    from shardforge.ingest.fused import read_and_clean
+
+    f = read_and_clean(ctx.spark, ctx.cfg, UrlFilter.from_config(ctx.cfg.url_filter))
+    return (StageOutput(f.ingest.kept, f.ingest.rejected, shared=f.ingest.shared),
+            StageOutput(f.clean.kept, f.clean.rejected, shared=f.clean.shared), f.marked)
 
 
 def clean(ctx: StageContext, df: DataFrame) -> StageOutput:
