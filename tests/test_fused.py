@@ -42,7 +42,7 @@ def _sample() -> list[dict]:
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> Path:
-    """Three files. plain.jsonl: sample documents with only the named keys (decoded by the
+    """Two files. plain.jsonl: sample documents with only the named keys (decoded by the
     reader), three without an id, an exact copy of one line, one id reused with another text,
     one reused by a line of other.jsonl.gz, and an oversized line. other.jsonl.gz: sample lines
     with their `lang` key (declined by the reader: Spark parses them) and the bad lines."""
@@ -101,6 +101,41 @@ def both(spark, corpus, tmp_path_factory):
     fused = _run(spark, _cfg(corpus, d / "fused"))
     apart = _run(spark, _cfg(corpus, d / "apart", "pipeline.fuse=false"))
     return d, fused, apart
+
+
+@pytest.fixture(scope="module")
+def decoded_only(spark, tmp_path_factory):
+    """Every line decoded by the reader (the pass's short path: no line takes ingest's usual
+    one): sample documents with only the named keys, two without an id, and two ids that
+    repeat, one with the same text and one with another text that clean keeps."""
+    rows = _sample()
+    d = tmp_path_factory.mktemp("fused-decoded")
+    (d / "input").mkdir()
+    plain = [{"id": r["id"], "text": r["text"]} for r in rows[100:200]]
+    for r in plain[:2]:
+        del r["id"]
+    lines = [json.dumps(r) for r in plain]
+    lines += [lines[50], json.dumps({"id": plain[25]["id"], "text": rows[128]["text"]})]
+    (d / "input" / "docs.jsonl").write_text("\n".join(lines) + "\n")
+    fused = _run(spark, _cfg(d / "input", d / "fused"))
+    apart = _run(spark, _cfg(d / "input", d / "apart", "pipeline.fuse=false"))
+    return d, fused, apart
+
+
+def test_all_lines_decoded_same_outputs_as_the_two_stages(decoded_only, spark):
+    rows = _sample()
+    d, fused, apart = decoded_only
+    assert [s.get("fused", False) for s in fused["stages"]][:2] == [True, True]
+    assert _entries(fused) == _entries(apart)
+    assert _entries(fused)[0]["rows_in"] == 102 and _entries(fused)[0]["rejects_by_reason"] == {
+        "invalid:duplicate_id": 2}
+    assert _table(spark, d / "fused" / "rejects") == _table(spark, d / "apart" / "rejects")
+    assert _table(spark, d / "fused" / "curated") == _table(spark, d / "apart" / "curated")
+    assert _shard_bytes(d / "fused") == _shard_bytes(d / "apart")
+    curated = {r["id"]: r["text"] for r in spark.read.format("delta").load(str(d / "fused" / "curated")).collect()}
+    texts = [rows[125]["text"], rows[128]["text"]]
+    winner = min(texts, key=lambda t: hashlib.sha256(t.encode()).hexdigest())
+    assert curated[rows[125]["id"]].split()[:8] == winner.split()[:8]
 
 
 def test_the_fused_pass_ran_and_the_stages_did_not(both):

@@ -399,19 +399,20 @@ class Runner:
 
         log.info("stages ingest and clean: started, in one pass over the JSONL files")
         t0 = time.monotonic()
-        ing_out, cl_out, marked = steps.ingest_clean(ctx)       # marked: persisted
+        ing_out, cl_out, marked = steps.ingest_clean(ctx)       # the pass ran: marked is persisted
+        t1 = time.monotonic()
         try:
-            ing_done = self._materialise(ing, ing_fp, ing_out, write_kept=False)
-            self.run.check(ing.name, None, ing_done.entry)
-            assert_schema(ing_done.rejected, REJECT, f"rejects of stage {ing.name}")
-            ing_done.entry["seconds"] = round(time.monotonic() - t0, 3)
-            t1 = time.monotonic()
-            cl_done = self._materialise(cl, cl_fp, cl_out)
+            ing_done, cl_done = self._materialise_all([(ing, ing_fp, ing_out, False), (cl, cl_fp, cl_out, True)])
         finally:
             marked.unpersist()
+        self.run.check(ing.name, None, ing_done.entry)
+        assert_schema(ing_done.rejected, REJECT, f"rejects of stage {ing.name}")
         self.run.check(cl.name, ing_done.entry["kept"], cl_done.entry)
         _assert(cl_done.kept, cl.output_schema, f"output of stage {cl.name}")
         assert_schema(cl_done.rejected, REJECT, f"rejects of stage {cl.name}")
+        # ingest's seconds: the pass (reading, the id check, clean's kernels); clean's: writing
+        # and counting both stages' outputs
+        ing_done.entry["seconds"] = round(t1 - t0, 3)
         cl_done.entry["seconds"] = round(time.monotonic() - t1, 3)
         for d in (ing_done, cl_done):
             d.entry["reused"] = False
@@ -421,51 +422,72 @@ class Runner:
         log.info("stages ingest and clean: done in %.1f s", time.monotonic() - t0)
         return ing_done, cl_done
 
-    def _materialise(self, spec: StageSpec, fp: str, out: StageOutput, write_kept: bool = True) -> Done:
+    def _materialise(self, spec: StageSpec, fp: str, out: StageOutput) -> Done:
         """Write kept, rejected and extras as Parquet (the stage's kernels run once: the
-        shared frame is persisted while its parts are written), read them back, count.
-        Without `write_kept` the kept rows are counted where they are and not written (a
-        stage fused with the next, which reads them in the same pass)."""
-        shared = out.shared if isinstance(out.shared, (tuple, list)) else (out.shared,)
-        shared = [f if f.is_cached else self.run.persist(f) for f in shared if f is not None]
-        rejected = out.rejected
-        if self.cfg.rejects.record == "none" and rejected is not None:
-            from shardforge.redact.stage import without_records
+        shared frame is persisted while its parts are written), read them back, count."""
+        return self._materialise_all([(spec, fp, out, True)])[0]
 
-            # the rejects table will keep no record: never build one (a JSON copy of every
-            # rejected row, text included), nor read the text back for it
-            rejected = without_records(rejected)
-        frames = {"kept": out.kept, "rejected": rejected, **out.extras}
-        written: dict[str, DataFrame] = {}
-        schemas: dict[str, Any] = {}
+    def _materialise_all(self, parts: list[tuple[StageSpec, str, StageOutput, bool]]) -> list[Done]:
+        """`_materialise` for the stages of one pass (spec, fingerprint, output, write_kept):
+        each stage's kept parts first, then every other part side by side, then the counts
+        and report queries side by side. Without write_kept a stage's kept rows are counted
+        where they are, not written (ingest fused with clean, which reads them in the pass)."""
+        shared = [f for _, _, out, _ in parts
+                  for f in (out.shared if isinstance(out.shared, (tuple, list)) else (out.shared,)) if f is not None]
+        shared = [f if f.is_cached else self.run.persist(f) for f in shared]
+        frames: dict[str, dict[str, DataFrame]] = {}
+        written: dict[str, dict[str, DataFrame]] = {spec.name: {} for spec, _, _, _ in parts}
+        schemas: dict[str, dict[str, Any]] = {spec.name: {} for spec, _, _, _ in parts}
+        for spec, _, out, _ in parts:
+            rejected = out.rejected
+            if self.cfg.rejects.record == "none" and rejected is not None:
+                from shardforge.redact.stage import without_records
 
-        def write(name: str) -> None:
-            df = frames[name]
-            path = self._dir(spec.name, name)
+                # the rejects table will keep no record: never build one (a JSON copy of every
+                # rejected row, text included), nor read the text back for it
+                rejected = without_records(rejected)
+            frames[spec.name] = {"kept": out.kept, "rejected": rejected, **out.extras}
+
+        def write(stage: str, name: str) -> None:
+            df = frames[stage][name]
+            path = self._dir(stage, name)
             df.write.mode("overwrite").parquet(path)
-            written[name] = self.load(Handle("parquet", path), df.schema)
-            schemas[name] = df.schema.jsonValue()
+            written[stage][name] = self.load(Handle("parquet", path), df.schema)
+            schemas[stage][name] = df.schema.jsonValue()
 
         # kept first, alone: it fills the shared frames' cache, which the other parts then
         # read; those (rejects, extras: mostly small) are written side by side in threads, so
-        # their jobs' fixed driver-side costs overlap
-        if write_kept:
-            write("kept")
+        # their jobs' fixed driver-side costs overlap. With no shared frame to fill, every
+        # part goes side by side.
+        first = [(spec.name, "kept") for spec, _, _, write_kept in parts if write_kept]
+        for spec, _, out, write_kept in parts:
+            if not write_kept:
+                written[spec.name]["kept"] = out.kept
+        later = [(spec.name, n) for spec, _, _, _ in parts for n in frames[spec.name] if n != "kept"]
+        if shared:
+            for stage, name in first:
+                write(stage, name)
         else:
-            written["kept"] = out.kept
-        side_by_side(self.spark, [lambda n=n: write(n) for n in frames if n != "kept"])
-        schemas = {n: schemas[n] for n in frames if n in schemas}      # in the parts' order, as before
+            later = first + later
+        side_by_side(self.spark, [lambda s=stage, n=name: write(s, n) for stage, name in later])
         for f in shared:
             f.unpersist()
-        extras = {k: v for k, v in written.items() if k not in ("kept", "rejected")}
-        done = Done(spec, fp, {}, dict(out.report), written["kept"], written["rejected"], extras, schemas=schemas)
-        summary: dict[str, Any] = {}
-        calls = [lambda: done.entry.update(self.run.count(spec.name, written["kept"], written["rejected"]))]
-        if out.summary is not None:
-            calls.append(lambda: summary.update(out.summary(done)))
-        side_by_side(self.spark, calls)     # the count and the stage's report queries overlap
-        done.report.update(summary)
-        return done
+        dones, calls, summaries = [], [], []
+        for spec, fp, out, _ in parts:
+            got, order = written[spec.name], frames[spec.name]
+            kinds = {n: schemas[spec.name][n] for n in order if n in schemas[spec.name]}  # in the parts' order
+            extras = {k: v for k, v in got.items() if k not in ("kept", "rejected")}
+            done = Done(spec, fp, {}, dict(out.report), got["kept"], got["rejected"], extras, schemas=kinds)
+            summary: dict[str, Any] = {}
+            calls.append(lambda d=done, g=got, n=spec.name: d.entry.update(self.run.count(n, g["kept"], g["rejected"])))
+            if out.summary is not None:
+                calls.append(lambda d=done, o=out, m=summary: m.update(o.summary(d)))
+            dones.append(done)
+            summaries.append(summary)
+        side_by_side(self.spark, calls)     # the counts and the stages' report queries overlap
+        for done, summary in zip(dones, summaries):
+            done.report.update(summary)
+        return dones
 
     def _write_marker(self, spec: StageSpec, done: Done, fused_with: dict | None = None) -> None:
         marker = {"stage": spec.name, "fingerprint": done.fingerprint, "shardforge_version": __version__,

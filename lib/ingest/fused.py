@@ -77,7 +77,7 @@ def blocker(cfg: Config, plan: tuple[str, ...], i: int) -> str | None:
 
 
 def _task(cfg: Config, urls):
-    """The mapInArrow function: split rows in, FUSED rows out."""
+    """The mapInArrow function: rows of `readers.spark.splits_frame` in, rows of `fused_schema` out."""
     from shardforge.clean.stage import REASON_COL, clean_batch, rules_from_config
     from shardforge.ingest.readers.spark import named_fields, split_lines
     from shardforge.ingest.stage import named_keys
@@ -131,6 +131,8 @@ def _task(cfg: Config, urls):
 
 
 def fused_schema(cfg: Config) -> pa.Schema:
+    """The pass's rows: the reader's (`readers.spark.JSONL_FIELDS`), `_fused`, the text's
+    sha256, clean's language columns (when it detects language) and clean's reason."""
     from shardforge.clean.stage import REASON_COL
     from shardforge.ingest.readers.spark import JSONL_FIELDS
 
@@ -190,25 +192,41 @@ class Fused:
 
 
 def read_and_clean(spark: SparkSession, cfg: Config, urls=None) -> Fused:
+    """Run the pass, then build both stages' outputs from it. Its first job fills the pass's
+    cache and tells whether any line took ingest's usual path and which decoded ids repeat;
+    without such lines (clean JSONL, the usual case) the outputs are plain filters of the
+    cache, with none of that path's parsing, unions and second clean."""
+    from pyspark import StorageLevel
+
     from shardforge.clean.stage import LANGUAGE_FIELDS, REASON_COL, clean, split_marked
     from shardforge.engine.steps import unique_ids
     from shardforge.ingest.readers.files import list_inputs
     from shardforge.ingest.readers.spark import JSONL_FIELDS, _spark_schema, splits_frame
     from shardforge.ingest.stage import _parse_jsonl
     from shardforge.schemas import DOCUMENT, documents
+    from shardforge.stage import empty_rejects
 
     files = [f for path in cfg.pipeline.input for f in list_inputs(path)]
-    from pyspark import StorageLevel
-
-    # persisted before the id check's job reads it first; the caller unpersists it
+    # persisted before its first job; the caller unpersists it
     marked = (splits_frame(spark, files).mapInArrow(_task(cfg, urls), _spark_schema(fused_schema(cfg)))
               .persist(StorageLevel.MEMORY_AND_DISK))
+    # one job: the lines left to ingest's usual path (key null), and decoded ids seen twice
+    stats = (marked.groupBy(F.when(F.col("_fused"), F.col("_f0")).alias("k")).agg(F.count(F.lit(1)).alias("n"))
+             .where(F.col("k").isNull() | (F.col("n") > 1)).limit(2).collect())
+    undecoded = sum(int(r["n"]) for r in stats if r["k"] is None)
+    repeats = any(r["k"] is not None for r in stats)
     lang = [f.name for f in LANGUAGE_FIELDS] if cfg.clean.detect_language else []
+    doc_cols = [F.col(f.name) for f in DOCUMENT.fields]
     # the documents the task decoded and judged
     decoded = documents(marked.filter(F.col("_fused")).select(
         F.col("_f0").alias("id"), F.col("_f1").alias("text"), F.col("_f2").alias("source"), F.col("_f3").alias("url"),
         F.lit("document").alias("kind"), F.lit(None).cast("string").alias("meta"),
         F.col(SHA_COL), *[F.col(c) for c in lang], F.col(REASON_COL), F.lit(True).alias("_fused")))
+    if not undecoded:
+        ids = unique_ids(decoded, sha_col=SHA_COL) if repeats else StageResult(decoded, empty_rejects(spark))
+        judged = ids.kept.select(*doc_cols, *[F.col(c) for c in lang], F.col(REASON_COL))
+        kept, rejected = split_marked(judged, annotate_urls=False)
+        return Fused(marked, StageResult(ids.kept, ids.rejected), StageResult(kept, rejected))
     # every other line, as ingest reads it; its documents are cleaned after the id check
     rest = _parse_jsonl(marked.filter(~F.col("_fused")).select(*JSONL_FIELDS.names), cfg.ingest)
     parsed = rest.kept.select("*", F.sha2(F.coalesce("text", F.lit("")), 256).alias(SHA_COL),
@@ -216,13 +234,10 @@ def read_and_clean(spark: SparkSession, cfg: Config, urls=None) -> Fused:
                                                                           ("language_score", "double"))
                                 if c in lang],
                               F.lit(None).cast("string").alias(REASON_COL), F.lit(False).alias("_fused"))
-    docs = decoded.unionByName(parsed)
-    ids = unique_ids(docs, sha_col=SHA_COL)
-    doc_cols = [F.col(f.name) for f in DOCUMENT.fields]
+    ids = unique_ids(decoded.unionByName(parsed), sha_col=SHA_COL)
     ingest = StageResult(ids.kept, rest.rejected.unionByName(ids.rejected), shared=rest.shared)
     judged = ids.kept.filter(F.col("_fused")).select(*doc_cols, *[F.col(c) for c in lang], F.col(REASON_COL))
     later = clean(ids.kept.filter(~F.col("_fused")).select(*doc_cols), cfg.clean, cfg.quality, urls,
                   rejected_text=False)
-    both = later.shared.unionByName(judged)
-    kept, rejected = split_marked(both, annotate_urls=False)
+    kept, rejected = split_marked(later.shared.unionByName(judged), annotate_urls=False)
     return Fused(marked, ingest, StageResult(kept, rejected, shared=later.shared))
