@@ -51,9 +51,13 @@ def rejects(df: DataFrame, stage: str, reason: Column | str, detail: Column | st
 
 
 def empty_rejects(spark) -> DataFrame:
+    """No REJECT rows, with REJECT's schema (nullability included), made in the JVM:
+    `createDataFrame([])` would start a Python worker of a second kind (a PythonRDD) for
+    nothing, a second or more at a run's start."""
     from shardforge.schemas import REJECT
 
-    return spark.createDataFrame([], REJECT)
+    return spark.range(0, 0, 1, 1).select(*[(F.lit(None) if f.nullable else F.lit("")).cast(f.dataType).alias(f.name)
+                                            for f in REJECT.fields])
 
 
 SIGNALS = "signals"

@@ -23,6 +23,9 @@ from shardforge.ingest.readers.wds import TarLimits
 
 BATCH_ROWS = 256
 BATCH_BYTES = 32 << 20
+# up to this many splits the splits frame is a literal array (`splits_frame`), above it a
+# parallelized list
+LITERAL_SPLITS = 4096
 
 LINES = pa.schema([("_line", pa.string()), ("_file", pa.string()), ("_reason", pa.string()),
                    ("_detail", pa.string())])
@@ -129,8 +132,17 @@ def splits_frame(spark: SparkSession, files: list[InputFile]) -> DataFrame:
     total = sum(os.path.getsize(p) for p in plain)
     splits = jsonl_splits(files, split_bytes_of(spark, total, len(plain)))
     n = max(1, min(len(splits), 10_000))
-    return spark.createDataFrame(spark.sparkContext.parallelize(splits, n),
-                                 "path string, source string, format string, start long, end long")
+    schema = "path string, source string, format string, start long, end long"
+    if len(splits) > LITERAL_SPLITS:
+        return spark.createDataFrame(spark.sparkContext.parallelize(splits, n), schema)
+    # the splits as a literal array indexed by a range of n partitions: no Python worker
+    # converts them (a Python RDD would start a second set of workers beside the readers')
+    from pyspark.sql import functions as F
+
+    arr = F.array(*[F.struct(F.lit(p).alias("path"), F.lit(src).alias("source"), F.lit(fmt).alias("format"),
+                             F.lit(start).cast("long").alias("start"), F.lit(end).cast("long").alias("end"))
+                    for p, src, fmt, start, end in splits])
+    return spark.range(0, len(splits), 1, n).select(F.inline(F.array(F.element_at(arr, (F.col("id") + 1).cast("int")))))
 
 
 def split_lines(batches: Iterator[pa.RecordBatch], max_record_bytes: int) -> Iterator[pa.RecordBatch]:
