@@ -142,8 +142,9 @@ def test_repeated_ids_keep_the_row_with_the_smallest_text_hash_and_source(spark,
     from pyspark.sql.types import StringType, StructField, StructType
 
     import shardforge.engine.steps as steps
+    import shardforge.ingest.stage as ingest_stage
 
-    monkeypatch.setattr(steps, "BROADCAST_REPEATED_IDS", broadcast_limit)
+    monkeypatch.setattr(ingest_stage, "BROADCAST_REPEATED_IDS", broadcast_limit)
     rows = [("a", "zeta", "s2"), ("a", "alpha", "s1"), ("a", "alpha", "s0"), ("b", "only", "s1"),
             ("c", "one", "s1"), ("c", "one", "s1"), (None, "no id", "s1"), (None, "no id either", "s1")]
     rows += [(f"u{i}", f"unique text {i}", "s3") for i in range(40)]

@@ -10,54 +10,16 @@ from __future__ import annotations
 import logging
 import os
 
-from pyspark.sql import DataFrame, Window
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from shardforge.engine.records import recorded_config
 from shardforge.curated.tables import MergeOutcome, merge_new, read_table
 from shardforge.engine.context import Finished, Handle, StageContext, StageOutput
+from shardforge.ingest.stage import unique_ids  # noqa: F401 - ingest's id check, named here too
 from shardforge.stage import StageResult, empty_rejects, rejects
 
 log = logging.getLogger("shardforge.engine.steps")
-
-
-# ids that occur more than once in a batch are few; up to this many they are broadcast to the
-# rows, so only those rows are shuffled by id, not the whole batch (ids are short: 100,000 of
-# them stay far below Spark's 10 MB broadcast threshold)
-BROADCAST_REPEATED_IDS = 100_000
-
-
-def unique_ids(df: DataFrame, sha_col: str | None = None) -> StageResult:
-    """One row per id: of rows sharing an id, the one with the smallest (sha256(text), source)
-    is kept; the others are rejected as `invalid:duplicate_id` (exact copies included:
-    the dedup stage only sees distinct ids). `sha_col`: a column holding sha256(text) already
-    (hex, as `sha2`), for rows whose text is no longer the text read (`ingest.fused`).
-
-    One job counts the repeated ids (a shuffle of the ids alone). None: the rows pass as they
-    are. A few: only the rows with those ids are ranked. Many: every row is ranked by id.
-    Runs that job eagerly, so `df` should be cheap to read twice (persisted, or files)."""
-    repeated = df.groupBy("id").agg(F.count(F.lit(1)).alias("_c")).where(F.col("_c") > 1).select("id")
-    n = repeated.count()
-    if n == 0:
-        return StageResult(df, empty_rejects(df.sparkSession))
-    if n > BROADCAST_REPEATED_IDS:
-        ranked = _rank_by_id(df, sha_col)
-        return StageResult(ranked.filter("_n = 1").drop("_n"),
-                           rejects(ranked.filter("_n > 1"), "ingest", "invalid:duplicate_id"))
-    marks = F.broadcast(repeated.select(F.col("id").alias("_rid"), F.lit(True).alias("_rep")))
-    flagged = df.join(marks, df["id"].eqNullSafe(marks["_rid"]), "left").drop("_rid")
-    ranked = _rank_by_id(flagged.where(F.col("_rep")).drop("_rep"), sha_col)
-    kept = flagged.where(F.col("_rep").isNull()).drop("_rep").unionByName(ranked.filter("_n = 1").drop("_n"))
-    return StageResult(kept, rejects(ranked.filter("_n > 1"), "ingest", "invalid:duplicate_id"))
-
-
-def _rank_by_id(df: DataFrame, sha_col: str | None = None) -> DataFrame:
-    """`df` with _n: 1 for the row that keeps its id, 2, 3, ... for the others."""
-    image = F.col("image") if "image" in df.columns else F.lit(None).cast("binary")
-    sha = F.col(sha_col) if sha_col else F.sha2(F.coalesce("text", F.lit("")), 256)
-    w = Window.partitionBy("id").orderBy(sha, F.col("source"),
-                                         F.sha2(F.coalesce(image, F.lit(b"").cast("binary")), 256))
-    return df.withColumn("_n", F.row_number().over(w))
 
 
 def _union(results: list[tuple[str, StageResult]]) -> StageResult:

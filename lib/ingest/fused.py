@@ -13,7 +13,7 @@ paths byte for byte, and the shards' build id):
 - a line the reader declines (other keys than the four named ones, odd JSON, a reader reject,
   no text) takes ingest's usual path (`ingest.stage._parse_jsonl`), and the documents it gives
   take clean's usual `mapInArrow`;
-- the repeated-id check (`engine.steps.unique_ids`) ranks every document by the sha256 of its
+- the repeated-id check (`ingest.stage.unique_ids`) ranks every document by the sha256 of its
   text as before (computed in the task for the decoded lines), and clean's result of a
   document that loses its id is dropped with it. Clean judges each row alone, so that is
   what running the stages in order gives.
@@ -199,10 +199,9 @@ def read_and_clean(spark: SparkSession, cfg: Config, urls=None) -> Fused:
     from pyspark import StorageLevel
 
     from shardforge.clean.stage import LANGUAGE_FIELDS, REASON_COL, clean, split_marked
-    from shardforge.engine.steps import unique_ids
     from shardforge.ingest.readers.files import list_inputs
     from shardforge.ingest.readers.spark import JSONL_FIELDS, _spark_schema, splits_frame
-    from shardforge.ingest.stage import _parse_jsonl
+    from shardforge.ingest.stage import _parse_jsonl, unique_ids
     from shardforge.schemas import DOCUMENT, documents
     from shardforge.stage import empty_rejects
 
