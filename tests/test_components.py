@@ -112,3 +112,26 @@ def test_a_graph_that_fits_one_partition_needs_no_star_round(spark, tmp_path):
         spark.conf.set(key, before)
     assert got == _reference(edges)
     assert list(tmp_path.glob("dedup-*/cc-0")) and not list(tmp_path.glob("dedup-*/cc-1"))
+
+
+def test_a_result_is_measured_as_it_is_written(spark, tmp_path):
+    """`observe` aggregates come from the write itself and equal what a query of the written
+    result gives (numbers from the rows made here); a result that is not written (a local
+    checkpoint, or one an earlier attempt finished) has none, so the caller queries it."""
+    from pyspark.sql import functions as F
+
+    rows = [(i, None if i % 3 == 0 else "x" * (i % 7)) for i in range(50)]
+    df = spark.createDataFrame(rows, "n bigint, s string").repartition(4)
+    observe = {"with_s": F.count_if(F.col("s").isNotNull()), "chars": F.sum(F.length("s"))}
+    mat = Materializer(spark, str(tmp_path), token="t1", reuse=True)
+    back = mat(df, "r", observe=observe)
+    want = {"with_s": sum(1 for _, s in rows if s is not None), "chars": sum(len(s) for _, s in rows if s)}
+    assert mat.metrics("r") == want
+    assert back.agg(*[c.alias(k) for k, c in observe.items()]).first().asDict() == want
+    assert mat.metrics("other") is None
+    again = Materializer(spark, str(tmp_path), token="t1", reuse=True)
+    again(df, "r", observe=observe)
+    assert again.reused == ["r"] and again.metrics("r") is None
+    local = Materializer(spark, "")
+    local(df, "r", observe=observe)
+    assert local.metrics("r") is None

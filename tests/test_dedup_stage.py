@@ -335,3 +335,23 @@ def test_incremental_equals_all_at_once(spark, tmp_path):
     assert kept_b | removed_b == set(docs_b)
     update_side_table(spark, res_b.signatures, side)
     assert read_side_table(spark, side).count() == kept_a.count() + len(kept_b)
+
+
+def test_the_one_task_graph_bound_counts_documents_with_a_signature(spark, tmp_path):
+    """The bound on the one-task graph counts the documents that get a signature (observed as
+    the signatures are written), not every row: with as many long documents as the bound the
+    graph is solved in one task even beside short documents (too few words for a shingle),
+    and one long document more sends it to the distributed phases. Same kept rows either way."""
+    rng = random.Random(23)
+    long_docs = {f"long-{i:02d}": " ".join(make_doc(rng, 80)) for i in range(12)}
+    long_docs["long-copy"] = " ".join(substitute(long_docs["long-03"].split(), [7], rng))
+    short = {f"short-{i:02d}": " ".join(make_doc(rng, 3)) for i in range(9)}
+    df = rows_of(spark, sorted({**long_docs, **short}.items()))
+    n_long = len(long_docs)         # every long text differs: each is its own exact group
+    at = run(df, tmp_path / "at", exact_jaccard_check=False, local_graph_max_nodes=n_long)
+    over = run(df, tmp_path / "over", exact_jaccard_check=False, local_graph_max_nodes=n_long - 1)
+    assert "local_graph" in at.timings and "candidates" not in at.timings, at.timings
+    assert "candidates" in over.timings and "local_graph" not in over.timings, over.timings
+    kept = sorted(r.id for r in at.kept.collect())
+    assert kept == sorted(r.id for r in over.kept.collect())
+    assert "long-copy" not in kept and "long-03" in kept and all(s in kept for s in short)

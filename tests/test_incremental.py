@@ -85,3 +85,18 @@ def test_first_write_reports_its_rows_with_and_without_commit_metrics(spark, tmp
         assert (again.inserted, again.version) == (8, 1) and table_version(spark, path) == 1
     finally:
         spark.conf.unset(key) if before is None else spark.conf.set(key, before)
+
+
+def test_first_commit_metrics_are_those_delta_reports(spark, tmp_path):
+    """A new table's commit metrics, read from its commit file without a Spark job, are the
+    ones Delta's own history gives for version 0, and count the rows written here."""
+    from delta.tables import DeltaTable
+
+    from shardforge.curated.tables import first_commit_metrics
+
+    path = str(tmp_path / "t")
+    spark.createDataFrame([(f"k{i}", i) for i in range(23)], "id string, n int").write.format("delta").save(path)
+    version, metrics = DeltaTable.forPath(spark, path).history(1).select("version", "operationMetrics").first()
+    assert version == 0
+    assert first_commit_metrics(spark, path) == dict(metrics)
+    assert first_commit_metrics(spark, path)["numOutputRows"] == "23"

@@ -313,3 +313,19 @@ def test_the_heartbeat_keeps_the_lock_fresh(tmp_path):
             time.sleep(0.05)
     finally:
         lock.release()
+
+
+def test_rejects_counted_as_written_must_match_those_read_back(spark, tmp_path):
+    """A stage's outputs counted as they are written: the rejects grouped by reason come from
+    the written rows (duplicate_of:<id> as one group) and must add up to the count; none written,
+    no groups; a count that disagrees with the rows read back stops the run."""
+    from shardforge.engine.run import AccountingError, Run
+
+    run = Run("t", str(tmp_path / "report"), {})
+    rejects = spark.createDataFrame([("a", "filter:x"), ("b", "duplicate_of:a"), ("c", "duplicate_of:z"),
+                                     ("d", "filter:x")], "id string, reason string")
+    assert run.count_observed("s", 7, 4, rejects) == {
+        "name": "s", "kept": 7, "rejected": 4, "rejects_by_reason": {"duplicate_of": 2, "filter:x": 2}}
+    assert run.count_observed("s", 7, 0, rejects.limit(0))["rejects_by_reason"] == {}
+    with pytest.raises(AccountingError, match="5 rejects written, but 4 read back"):
+        run.count_observed("s", 7, 5, rejects)

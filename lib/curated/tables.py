@@ -46,6 +46,24 @@ def last_commit(spark: SparkSession, path: str) -> tuple[int, dict[str, str]]:
     return int(row[0]), dict(row[1] or {})
 
 
+def first_commit_metrics(spark: SparkSession, path: str) -> dict[str, str]:
+    """The operation metrics of version 0 of the table at `path`, read from its commit file
+    (`_delta_log/00000000000000000000.json`, one action per line; the protocol's `commitInfo`
+    action holds them), with no Spark job: for a table this run has just created (a write
+    with mode errorifexists succeeded, so version 0 is that write). Empty when the commit
+    records none (`spark.databricks.delta.history.metricsEnabled=false`)."""
+    import json
+
+    from shardforge.fs import files_for
+
+    text = files_for(path, spark).read_text(f"{path.rstrip('/')}/_delta_log/{0:020d}.json") or ""
+    for line in text.splitlines():
+        action = json.loads(line) if line.strip() else {}
+        if "commitInfo" in action:
+            return {k: str(v) for k, v in (action["commitInfo"].get("operationMetrics") or {}).items()}
+    return {}
+
+
 def read_table(spark: SparkSession, path: str, version: int | None = None) -> DataFrame:
     reader = spark.read.format("delta")
     if version is not None:
@@ -80,7 +98,7 @@ def merge_new(spark: SparkSession, df: DataFrame, path: str, key: str | list[str
     keys = [key] if isinstance(key, str) else list(key)
     if not is_delta(path):
         df.write.format("delta").mode("errorifexists").save(path)
-        version, metrics = last_commit(spark, path)
+        version, metrics = 0, first_commit_metrics(spark, path)
         # the commit's own row count (no job reading the table back); counted when the
         # metrics are off (spark.databricks.delta.history.metricsEnabled=false)
         rows = metrics.get("numOutputRows")

@@ -47,6 +47,7 @@ class Materializer:
         self.reuse = reuse and bool(self.root)
         self.reused: list[str] = []
         self._files = None
+        self._observed: dict[str, object] = {}
 
     @staticmethod
     def folder_name(token: str) -> str:
@@ -68,7 +69,11 @@ class Materializer:
             self._files = HadoopFiles(self.spark)
         return self._files
 
-    def __call__(self, df: DataFrame, name: str) -> DataFrame:
+    def __call__(self, df: DataFrame, name: str, observe: dict | None = None) -> DataFrame:
+        """`df` materialised as `name` and read back. `observe` (name -> aggregate Column):
+        aggregates computed over the rows as they are written, in the write's own job
+        (`pyspark.sql.Observation`); `metrics(name)` gives them, or None where no write ran
+        (a local checkpoint, a result reused), and the caller then queries the result."""
         if not self.root:
             return df.localCheckpoint(eager=True)
         p = self.path(name)
@@ -76,10 +81,24 @@ class Materializer:
         if self.reuse and self.files().exists(f"{p}/{self.DONE}"):
             self.reused.append(name)
             return self.spark.read.schema(df.schema).parquet(p)
+        self._observed.pop(name, None)
+        obs = None
+        if observe:
+            from pyspark.sql import Observation
+
+            obs = Observation()
+            df = df.observe(obs, *[col.alias(k) for k, col in observe.items()])
         df.write.mode("overwrite").parquet(p)
+        if obs is not None:
+            self._observed[name] = obs
         if self.reuse:
             self.files().write_text(f"{p}/{self.DONE}", "")
         return self.spark.read.schema(df.schema).parquet(p)
+
+    def metrics(self, name: str) -> dict | None:
+        """The `observe` aggregates of the write of `name` (None when none ran)."""
+        obs = self._observed.get(name)
+        return None if obs is None else dict(obs.get)
 
     def delete(self, name: str) -> None:
         if not self.root:

@@ -98,6 +98,10 @@ def _ids_repeat(df: DataFrame) -> bool:
 # outputs then read it). Below Spark's 10 MB broadcast threshold, which the no-funnel check
 # also holds every broadcast to.
 BROADCAST_NEAR_MAP_BYTES = 8 << 20
+# a near map's size as that limit counts it: its ids plus 40 bytes per row (observed as the
+# map is written, so no job reads it back to measure it)
+def _near_map_bytes() -> Column:
+    return F.sum(F.octet_length("_e") + F.octet_length("_r") + F.lit(40))
 
 
 def dedup(df: DataFrame, cfg: DedupSection, *, previous: DataFrame | None = None,
@@ -190,7 +194,8 @@ def dedup(df: DataFrame, cfg: DedupSection, *, previous: DataFrame | None = None
             sig_in, mode = reps.select("id", "text", "_rk"), cfg.normalization
         else:
             sig_in, mode = reps.select("id", norm_column(F.col("text"), cfg.normalization).alias("norm"), "_rk"), None
-        sigs = mat(signatures_df(sig_in, params, times, normalization=mode), "signatures")
+        sigs = mat(signatures_df(sig_in, params, times, normalization=mode), "signatures",
+                   observe={"nodes": F.count_if(F.col("signature").isNotNull())})
         timings["signatures"] = time.perf_counter() - t0
         near_map = _near(spark, cfg, params, pkey, reps, sigs, prev, previous_docs, mat, timings, times)
     else:
@@ -200,7 +205,8 @@ def dedup(df: DataFrame, cfg: DedupSection, *, previous: DataFrame | None = None
     t0 = time.perf_counter()
     state = prepared
     if near_map is not None:
-        size = near_map.agg(F.sum(F.octet_length("_e") + F.octet_length("_r") + F.lit(40))).first()[0] or 0
+        seen = mat.metrics("near-map")
+        size = (seen["bytes"] if seen is not None else near_map.agg(_near_map_bytes().alias("bytes")).first()[0]) or 0
         small = size <= BROADCAST_NEAR_MAP_BYTES
         nm = F.broadcast(near_map) if small else near_map
         state = state.join(nm, state["_exact_rep"] == nm["_e"], "left").drop("_e")
@@ -269,10 +275,11 @@ def _near(spark, cfg, params, pkey, reps, sigs, prev, previous_docs, mat, timing
         # a first batch's small graph is solved in one task (same result, a dozen fewer jobs);
         # one job over the materialised signatures counts it
         t0 = time.perf_counter()
-        n_nodes = new_nodes.count()
+        seen = mat.metrics("signatures")       # counted as they were written
+        n_nodes = seen["nodes"] if seen is not None else new_nodes.count()
         if n_nodes <= cfg.local_graph_max_nodes:
             out = mat(local_near_map(new_nodes, params, mh.estimate_floor(cfg.threshold, params.num_perm), times),
-                      "near-map")
+                      "near-map", observe={"bytes": _near_map_bytes()})
             timings["local_graph"] = time.perf_counter() - t0
             return out
         timings["count_nodes"] = time.perf_counter() - t0
@@ -325,6 +332,6 @@ def _near(spark, cfg, params, pkey, reps, sigs, prev, previous_docs, mat, timing
     sims = verify_pairs(with_ends(moved, "a", "b").select("a", "b", "sig_a", "sig_b", "norm_a", "norm_b"), params,
                         exact=cfg.exact_jaccard_check, times=times, name="similarity")
     out = moved.join(sims, ["a", "b"]).select("_e", "_r", F.col("estimated").alias("_est"), F.col("jaccard").alias("_jac"))
-    out = mat(out, "near-map")
+    out = mat(out, "near-map", observe={"bytes": _near_map_bytes()})
     timings["representatives"] = time.perf_counter() - t0
     return out

@@ -74,6 +74,20 @@ class Run:
         return {"name": name, "kept": n_kept, "rejected": sum(reasons.values()),
                 "rejects_by_reason": dict(sorted(reasons.items()))}
 
+    def count_observed(self, name: str, kept: int, rejected: int, rejects: DataFrame) -> dict[str, Any]:
+        """`count` for outputs counted as they were written (`kept`, `rejected` rows): a job
+        reads the rejects back, grouped by reason, only when there are some; the groups must
+        add up to the rows written."""
+        reasons: dict[str, int] = {}
+        if rejected:
+            rows = rejects.groupBy(reason_group().alias("reason")).count().collect()
+            reasons = {r["reason"]: int(r["count"]) for r in rows}
+            if sum(reasons.values()) != rejected:
+                raise AccountingError(f"stage {name}: {rejected} rejects written, but {sum(reasons.values())} "
+                                      f"read back")
+        return {"name": name, "kept": int(kept), "rejected": int(rejected),
+                "rejects_by_reason": dict(sorted(reasons.items()))}
+
     def check(self, name: str, rows_in: int | None, entry: dict[str, Any]) -> None:
         """rows in = kept + rejected, or an AccountingError (a bug, never tolerated silently).
         rows_in None: a reading stage, whose rows in are the rows it made."""

@@ -35,6 +35,7 @@ import uuid
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from shardforge import __version__
@@ -448,10 +449,21 @@ class Runner:
                 rejected = without_records(rejected)
             frames[spec.name] = {"kept": out.kept, "rejected": rejected, **out.extras}
 
+        observed: dict[str, dict[str, Any]] = {spec.name: {} for spec, _, _, _ in parts}
+
         def write(stage: str, name: str) -> None:
             df = frames[stage][name]
             path = self._dir(stage, name)
-            df.write.mode("overwrite").parquet(path)
+            out, obs = df, None
+            if name in ("kept", "rejected"):
+                # counted as the rows are written, in the write's own job (no job reads them back)
+                from pyspark.sql import Observation
+
+                obs = Observation()
+                out = df.observe(obs, F.count(F.lit(1)).alias("rows"))
+            out.write.mode("overwrite").parquet(path)
+            if obs is not None:
+                observed[stage][name] = obs
             written[stage][name] = self.load(Handle("parquet", path), df.schema)
             schemas[stage][name] = df.schema.jsonValue()
 
@@ -479,7 +491,13 @@ class Runner:
             extras = {k: v for k, v in got.items() if k not in ("kept", "rejected")}
             done = Done(spec, fp, {}, dict(out.report), got["kept"], got["rejected"], extras, schemas=kinds)
             summary: dict[str, Any] = {}
-            calls.append(lambda d=done, g=got, n=spec.name: d.entry.update(self.run.count(n, g["kept"], g["rejected"])))
+            seen = observed[spec.name]
+            if "kept" in seen and "rejected" in seen:
+                calls.append(lambda d=done, g=got, n=spec.name, o=seen: d.entry.update(self.run.count_observed(
+                    n, o["kept"].get["rows"], o["rejected"].get["rows"], g["rejected"])))
+            else:
+                calls.append(lambda d=done, g=got, n=spec.name: d.entry.update(self.run.count(n, g["kept"],
+                                                                                              g["rejected"])))
             if out.summary is not None:
                 calls.append(lambda d=done, o=out, m=summary: m.update(o.summary(d)))
             dones.append(done)
