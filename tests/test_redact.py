@@ -81,3 +81,24 @@ def test_redact_passes_extra_columns(spark):
     kept = redact(df, RedactSection()).kept
     assert kept.columns == df.columns + ["pii_counts"]
     assert {r["lang"] for r in kept.collect()} == {"en"}
+
+
+def test_redactions_by_kind_observed_as_the_rows_are_written(spark, tmp_path):
+    """The report's redactions by kind, computed by an Observation while the kept rows are
+    written, are the same counts (the ones the rows made here hold); a redaction of a kind
+    outside the configured ones makes the observed totals disagree, and then they are not used."""
+    from pyspark.sql import Observation
+
+    from shardforge.redact.stage import counts_by_kind_aggregates, counts_by_kind_of
+
+    kinds = RedactSection().kinds
+    res = redact(spark.createDataFrame(ROWS, DOCUMENT), RedactSection())
+    obs = Observation()
+    aggs = counts_by_kind_aggregates(kinds)
+    res.kept.observe(obs, *[c.alias(k) for k, c in aggs.items()]).write.parquet(str(tmp_path / "kept"))
+    assert counts_by_kind_of(obs.get, kinds) == {"CREDIT_CARD": 1, "EMAIL": 2, "IP_ADDRESS": 1, "KEY": 1}
+    assert counts_by_kind_of(obs.get, tuple(k for k in kinds if k != "KEY")) is None
+    none = Observation()
+    res.kept.where("size(pii_counts) = 0").observe(none, *[c.alias(k) for k, c in aggs.items()]).write.parquet(
+        str(tmp_path / "clean"))
+    assert counts_by_kind_of(none.get, kinds) == {}

@@ -187,3 +187,25 @@ def test_a_missing_or_broken_tokenizer_exits_2_before_spark(tmp_path):
                               capture_output=True, text=True, timeout=120, env=env, cwd=tmp_path)
         assert proc.returncode == 2, proc.stderr
         assert "tokenize.tokenizer" in proc.stderr and message in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_token_stats_observed_as_the_rows_are_written(spark, tmp_path):
+    """The tokenize report's totals and power-of-two histogram, computed by an Observation while
+    the rows are written, equal the grouped query's and a histogram computed here (bin = the
+    power of two at or above the count, 0 for none)."""
+    from pyspark.sql import Observation
+
+    from shardforge.tokenize.stage import token_stats, token_stats_aggregates, token_stats_of
+
+    counts = [0, 1, 2, 3, 4, 5, 7, 1000, 1024, 1025, 2**20 + 1, 3, 0]
+    df = spark.createDataFrame([(f"d{i}", n) for i, n in enumerate(counts)], "id string, num_tokens int")
+    obs = Observation()
+    df.observe(obs, *[c.alias(k) for k, c in token_stats_aggregates().items()]).write.parquet(str(tmp_path / "t"))
+    hist: dict[str, int] = {}
+    for n in counts:
+        b = str(0 if n <= 0 else 1 << (n - 1).bit_length())
+        hist[b] = hist.get(b, 0) + 1
+    want = {"documents": len(counts), "total": sum(counts), "per_document_histogram": hist, "empty_documents": 2}
+    got = token_stats_of(obs.get)
+    assert got == want and got == token_stats(df)
+    assert list(got["per_document_histogram"]) == sorted(hist, key=int)

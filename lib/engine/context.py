@@ -58,6 +58,9 @@ class StageOutput:
     shared: DataFrame | tuple[DataFrame, ...] | None = None     # or several such frames
     finish: Callable[["Done"], Finished | dict] | None = None
     summary: Callable[["Done"], dict] | None = None
+    # aggregates over the kept rows (name -> Column), computed as they are written; `summary`
+    # finds them in `Done.observed` (None when the rows were not written here: it then queries)
+    observe: dict = field(default_factory=dict)
     rows_in: int | None = None
     rows_out: int | None = None
     report: dict = field(default_factory=dict)
@@ -76,6 +79,7 @@ class Done:
     next: Handle | None = None
     reused: bool = False
     schemas: dict = field(default_factory=dict)   # Spark schema (JSON) of each written part
+    observed: dict | None = None        # StageOutput.observe's values, from the kept rows' write
 
 
 @dataclass(frozen=True)

@@ -451,16 +451,20 @@ class Runner:
 
         observed: dict[str, dict[str, Any]] = {spec.name: {} for spec, _, _, _ in parts}
 
+        asked = {spec.name: out.observe for spec, _, out, _ in parts}
+
         def write(stage: str, name: str) -> None:
             df = frames[stage][name]
             path = self._dir(stage, name)
             out, obs = df, None
             if name in ("kept", "rejected"):
-                # counted as the rows are written, in the write's own job (no job reads them back)
+                # counted as the rows are written, in the write's own job (no job reads them back),
+                # with the aggregates the stage's summary asks of its kept rows
                 from pyspark.sql import Observation
 
                 obs = Observation()
-                out = df.observe(obs, F.count(F.lit(1)).alias("rows"))
+                extra = asked[stage] if name == "kept" else {}
+                out = df.observe(obs, F.count(F.lit(1)).alias("rows"), *[c.alias(k) for k, c in extra.items()])
             out.write.mode("overwrite").parquet(path)
             if obs is not None:
                 observed[stage][name] = obs
@@ -492,6 +496,9 @@ class Runner:
             done = Done(spec, fp, {}, dict(out.report), got["kept"], got["rejected"], extras, schemas=kinds)
             summary: dict[str, Any] = {}
             seen = observed[spec.name]
+            if "kept" in seen and out.observe:
+                values = seen["kept"].get
+                done.observed = {k: values[k] for k in out.observe}
             if "kept" in seen and "rejected" in seen:
                 calls.append(lambda d=done, g=got, n=spec.name, o=seen: d.entry.update(self.run.count_observed(
                     n, o["kept"].get["rows"], o["rejected"].get["rows"], g["rejected"])))

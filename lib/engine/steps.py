@@ -206,11 +206,17 @@ def decontaminate(ctx: StageContext, df: DataFrame) -> StageOutput:
 
 
 def redact(ctx: StageContext, df: DataFrame) -> StageOutput:
-    from shardforge.redact.stage import counts_by_kind, redact as run_redact
+    from shardforge.redact.stage import (counts_by_kind, counts_by_kind_aggregates, counts_by_kind_of,
+                                         redact as run_redact)
 
     res = run_redact(df, ctx.cfg.redact)
-    return StageOutput(res.kept, res.rejected, shared=res.shared,
-                       summary=lambda done: {"redactions": counts_by_kind(done.kept)})
+    kinds = tuple(ctx.cfg.redact.kinds)
+
+    def report(done) -> dict:
+        seen = counts_by_kind_of(done.observed, kinds) if done.observed else None
+        return {"redactions": seen if seen is not None else counts_by_kind(done.kept)}
+    return StageOutput(res.kept, res.rejected, shared=res.shared, summary=report,
+                       observe=counts_by_kind_aggregates(kinds))
 
 
 def dedup(ctx: StageContext, df: DataFrame) -> StageOutput:
@@ -284,7 +290,8 @@ def tokenize(ctx: StageContext, df: DataFrame) -> StageOutput:
     tokens-per-document histogram and tokens per second."""
     import time
 
-    from shardforge.tokenize.stage import load_tokenizer, token_stats, tokenize as run_tokenize
+    from shardforge.tokenize.stage import (load_tokenizer, token_stats, token_stats_aggregates, token_stats_of,
+                                           tokenize as run_tokenize)
 
     info = load_tokenizer(ctx.cfg.tokenize.tokenizer)
     if info.encoder == "shardforge":
@@ -294,14 +301,15 @@ def tokenize(ctx: StageContext, df: DataFrame) -> StageOutput:
     t0 = time.monotonic()
 
     def report(done) -> dict:
-        stats = token_stats(done.kept)
+        stats = token_stats_of(done.observed) if done.observed else token_stats(done.kept)
         seconds = time.monotonic() - t0
         return {"tokens": {**stats, "column": ctx.cfg.tokenize.column, "dtype": info.dtype,
                            "vocab_size": info.vocab_size, "tokenizer_sha256": info.sha256,
                            "encoder": info.encoder, **({"encoder_note": info.encoder_note} if info.encoder_note else {}),
                            "tokens_per_second": round(stats["total"] / seconds, 1) if seconds > 0 else None}}
 
-    return StageOutput(run_tokenize(df, ctx.cfg.tokenize, info), empty_rejects(ctx.spark), summary=report)
+    return StageOutput(run_tokenize(df, ctx.cfg.tokenize, info), empty_rejects(ctx.spark), summary=report,
+                       observe=token_stats_aggregates())
 
 
 def _commit_side_table(ctx: StageContext) -> None:

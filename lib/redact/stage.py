@@ -138,6 +138,25 @@ def counts_by_kind(kept: DataFrame) -> dict[str, int]:
     return {r["kind"]: int(r["n"]) for r in sorted(rows, key=lambda r: r["kind"])}
 
 
+def counts_by_kind_aggregates(kinds: tuple[str, ...]) -> dict:
+    """`counts_by_kind` as aggregates an Observation computes while the kept rows are written
+    (`StageOutput.observe`): a total per configured kind, and the total over every kind found,
+    which `counts_by_kind_of` checks them against."""
+    counts = F.col("pii_counts")
+    per = {f"pii_{k}": F.sum(F.coalesce(counts[k], F.lit(0)).cast("long")) for k in kinds}
+    every = F.aggregate(F.map_values(counts), F.lit(0).cast("long"), lambda acc, x: acc + x.cast("long"))
+    return {**per, "pii_all": F.sum(F.coalesce(every, F.lit(0).cast("long")))}
+
+
+def counts_by_kind_of(values: dict, kinds: tuple[str, ...]) -> dict[str, int] | None:
+    """The `counts_by_kind` dict from those aggregates' values, or None when some redaction is
+    of a kind outside `kinds` (the caller then groups the rows)."""
+    got = {k: int(values[f"pii_{k}"] or 0) for k in kinds}
+    if sum(got.values()) != int(values["pii_all"] or 0):
+        return None
+    return {k: n for k, n in sorted(got.items()) if n}
+
+
 def documents_with_pii(kept: DataFrame) -> int:
     """How many kept documents had at least one redaction."""
     return kept.filter(F.size("pii_counts") > 0).count()

@@ -133,16 +133,44 @@ def tokenize(df, cfg, info: TokenizerInfo):
     return base.mapInArrow(run, schema)
 
 
+def _token_bin(n):
+    """A document's histogram bin: 0 for no tokens, else the power of two at or above its count."""
+    from pyspark.sql import functions as F
+
+    return F.when(n <= 0, F.lit(0)).otherwise(F.pow(F.lit(2), F.ceil(F.log2(n))).cast("long"))
+
+
+# the bins a token count (an int column) can fall in: 0, then 1, 2, 4 .. 2^31
+TOKEN_BINS = (0, *(1 << k for k in range(32)))
+
+
 def token_stats(df, column: str = "num_tokens") -> dict:
     """Total tokens, documents and a histogram of tokens per document (power-of-two bins),
     computed in Spark; only the bins reach the driver."""
     from pyspark.sql import functions as F
 
     n = F.col(column)
-    b = F.when(n <= 0, F.lit(0)).otherwise(F.pow(F.lit(2), F.ceil(F.log2(n))).cast("long"))
-    rows = df.groupBy(b.alias("bin")).agg(F.count(F.lit(1)).alias("docs"), F.sum(n).alias("tokens")).collect()
+    rows = df.groupBy(_token_bin(n).alias("bin")).agg(F.count(F.lit(1)).alias("docs"),
+                                                      F.sum(n).alias("tokens")).collect()
     hist = {str(int(r["bin"])): int(r["docs"]) for r in sorted(rows, key=lambda r: r["bin"])}
     return {"documents": sum(int(r["docs"]) for r in rows), "total": sum(int(r["tokens"] or 0) for r in rows),
+            "per_document_histogram": hist, "empty_documents": hist.get("0", 0)}
+
+
+def token_stats_aggregates(column: str = "num_tokens") -> dict:
+    """`token_stats` as aggregates (name -> Column) that an Observation computes while the rows
+    are written (`StageOutput.observe`); `token_stats_of` turns their values into the same dict."""
+    from pyspark.sql import functions as F
+
+    n = F.col(column)
+    b = _token_bin(n)
+    return {"tok_docs": F.count(F.lit(1)), "tok_total": F.sum(n),
+            **{f"tok_bin_{v}": F.count_if(b == F.lit(v).cast("long")) for v in TOKEN_BINS}}
+
+
+def token_stats_of(values: dict) -> dict:
+    hist = {str(v): int(values[f"tok_bin_{v}"]) for v in TOKEN_BINS if values[f"tok_bin_{v}"]}
+    return {"documents": int(values["tok_docs"]), "total": int(values["tok_total"] or 0),
             "per_document_histogram": hist, "empty_documents": hist.get("0", 0)}
 
 
