@@ -329,3 +329,22 @@ def test_rejects_counted_as_written_must_match_those_read_back(spark, tmp_path):
     assert run.count_observed("s", 7, 0, rejects.limit(0))["rejects_by_reason"] == {}
     with pytest.raises(AccountingError, match="5 rejects written, but 4 read back"):
         run.count_observed("s", 7, 5, rejects)
+
+
+@pytest.mark.slow
+def test_the_rejects_table_gets_as_few_files_as_its_rows_need(spark, tmp_path):
+    """The run's rejects, one part per stage (here ingest's broken lines and clean's short
+    documents), go into the rejects table as one file when their rows fit one (fewer files for a
+    table that grows every run, and fewer tasks beside build-shards), every reject kept."""
+    (tmp_path / "in").mkdir()
+    _jsonl(tmp_path / "in" / "a.jsonl", DOCS[:20] + [{"id": "s1", "text": "tiny"}], ["{broken\n"])
+    _jsonl(tmp_path / "in" / "b.jsonl", DOCS[20:] + [{"id": "s2", "text": "wee"}], ["{\"id\": \"x\", \"text\n"])
+    out = tmp_path / "out"
+    report = _run(spark, _cfg(str(tmp_path / "in"), out, ["clean"], "clean.min_chars=10", 'rejects.record="none"'))
+    assert [(s["name"], s["rejected"]) for s in report["stages"]] == [("read", 2), ("clean", 2)]
+    table = out / "rejects"
+    assert len(list(table.glob("*.parquet"))) == 1, sorted(p.name for p in table.iterdir())
+    got = spark.read.format("delta").load(str(table)).collect()
+    assert sorted(r.id for r in got if r.stage == "clean") == ["s1", "s2"]
+    assert sorted(r.reason for r in got) == ["filter:min_chars", "filter:min_chars",
+                                             "invalid:malformed_json", "invalid:malformed_json"]

@@ -579,10 +579,22 @@ class Runner:
         rej = frames[0] if frames else empty_rejects(self.spark)
         for f in frames[1:]:
             rej = rej.unionByName(f)
+        # as few files as their rows need (each stage's rejects are in files of their own: a
+        # union of them would write one small file per part, and its tasks compete with the
+        # stages still running)
+        rows = sum(int(ctx.done[n].entry.get("rejected") or 0) for n in stages if n in ctx.done)
+        per_file = REJECT_ROWS_PER_FILE if self.cfg.rejects.record == "none" else REJECT_RECORDS_PER_FILE
+        rej = rej.coalesce(max(1, -(-rows // per_file)))     # never more parts than it has
         from shardforge.redact.stage import rejects_for_output
 
         with self.run.timed("rejects"):
             append_rejects(self.spark, rejects_for_output(rej, self.cfg), self.layout.rejects)
+
+
+# rows per file of the rejects table as a run writes it: rows without a record are about 100
+# bytes, rows with one about the size of the rejected document (a few KB on web data)
+REJECT_ROWS_PER_FILE = 1_000_000
+REJECT_RECORDS_PER_FILE = 20_000
 
 
 class Background:
