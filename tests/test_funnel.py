@@ -110,3 +110,33 @@ def test_a_single_task_is_allowed_only_within_its_bound():
     (v,) = [v for v in over.violations if v.kind == "coalesce-1"]
     assert v.execution == 3 and "moved 20000 rows" in v.detail
     assert not [n for n in over.notes if n.kind == "bounded-single-task"]
+
+
+def _with_description(tmp_path, execution: int, description: str) -> Path:
+    """The probe's log, written plain, with query `execution`'s description replaced (as Spark
+    records a job description set by the code that started the query)."""
+    import json
+
+    out = tmp_path / "events"
+    out.mkdir(parents=True)
+    lines = []
+    for e in funnel.read_events(LOG):
+        if e.get("Event", "").endswith("SQLExecutionStart") and e.get("executionId") == execution:
+            e["description"] = description
+        lines.append(json.dumps(e))
+    (out / "app-1").write_text("\n".join(lines) + "\n")
+    return out
+
+
+def test_a_bound_declared_in_the_description_covers_only_that_query(tmp_path):
+    """Query 3's one task writes 20,000 rows. Declared by its own description as at most 20,000
+    rows a task, its coalesce(1) is noted; declared as at most 19,999, it is still a funnel; and
+    the declaration of one query allows nothing to another (the default bound stays 0)."""
+    within = funnel.check_event_log(_with_description(tmp_path / "a", 3, "rejects " + funnel.funnel_bound(20000)))
+    assert 3 not in {v.execution for v in within.violations if v.kind == "coalesce-1"}
+    (note,) = [n for n in within.notes if n.kind == "bounded-single-task"]
+    assert note.execution == 3 and "moved 20000 rows" in note.detail and "declares" in note.detail
+    over = funnel.check_event_log(_with_description(tmp_path / "b", 3, "rejects " + funnel.funnel_bound(19999)))
+    assert 3 in {v.execution for v in over.violations if v.kind == "coalesce-1"}
+    other = funnel.check_event_log(_with_description(tmp_path / "c", 2, "x " + funnel.funnel_bound(10 ** 9)))
+    assert 3 in {v.execution for v in other.violations if v.kind == "coalesce-1"}

@@ -25,6 +25,7 @@ starts, and every publishing step is a merge by id (a rerun merges nothing twice
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import hashlib
 import json
@@ -44,6 +45,7 @@ from shardforge.engine.records import recorded_config
 from shardforge.fs import HadoopFiles, file_sha256
 from shardforge.engine.layout import Layout, join
 from shardforge.engine.run import Run
+from shardforge.report.funnel import funnel_bound
 from shardforge.stages import REGISTRY, StageSpec, check_stages
 from shardforge.engine.context import (Done, Finished, Handle, Inputs, RunOptions, StageContext,  # noqa: F401
                                        StageOutput)
@@ -584,10 +586,14 @@ class Runner:
         # stages still running)
         rows = sum(int(ctx.done[n].entry.get("rejected") or 0) for n in stages if n in ctx.done)
         per_file = REJECT_ROWS_PER_FILE if self.cfg.rejects.record == "none" else REJECT_RECORDS_PER_FILE
-        rej = rej.coalesce(max(1, -(-rows // per_file)))     # never more parts than it has
+        files = max(1, -(-rows // per_file))
+        rej = rej.coalesce(files)     # never more parts than it has
         from shardforge.redact.stage import rejects_for_output
 
-        with self.run.timed("rejects"):
+        # the write's queries say their bound, so the no-funnel check (shardforge.report.funnel)
+        # can tell this coalesce, which grows with the rows, from one that squeezes a stage
+        with self.run.timed("rejects"), described(self.spark, f"shardforge: the run's rejects into {files} "
+                                                              f"file(s) {funnel_bound(per_file)}"):
             append_rejects(self.spark, rejects_for_output(rej, self.cfg), self.layout.rejects)
 
 
@@ -638,6 +644,19 @@ def _in_session(spark: SparkSession, call):
         finally:
             spark._jvm.SparkSession.clearActiveSession()
     return run
+
+
+@contextlib.contextmanager
+def described(spark: SparkSession, text: str):
+    """Spark's job description for the jobs and SQL queries this thread starts inside the
+    block (the UI's and the event log's name for them); the previous one is restored after."""
+    sc = spark.sparkContext
+    before = sc.getLocalProperty("spark.job.description")
+    sc.setJobDescription(text)
+    try:
+        yield
+    finally:
+        sc.setJobDescription(before)
 
 
 def side_by_side(spark: SparkSession, calls: list) -> None:

@@ -13,7 +13,10 @@ reads that record after the run (enable it with `event_log_conf(dir)`) and repor
   moved at most `max_single_task_rows` rows (the larger of the rows its task read and wrote):
   work bounded by a setting (the dedup stage solves a first batch's graph of at most
   `dedup.local_graph_max_nodes` documents in one task), noted as `bounded-single-task`. The
-  default, 0, allows none;
+  default, 0, allows none. A query may also declare its own bound in its description
+  (`funnel_bound(n)`, set as Spark's job description by the code that writes it, as the run's
+  rejects write does: one task per n rows): its coalesce(1) is then noted when every one-task
+  stage of it moved at most n rows, and is a violation when one moved more;
 - `few-tasks`: a stage that reads a shuffle with fewer tasks than `min_tasks` (default
   `spark.sql.shuffle.partitions`), unless it is the one-task end of such a global
   aggregate or limit, or adaptive execution coalesced it (`spark.sql.adaptive.coalescePartitions`
@@ -44,6 +47,7 @@ from typing import Any, Iterator
 
 _SINGLE = re.compile(r"^Exchange SinglePartition")
 _COALESCE1 = re.compile(r"^Coalesce 1$")
+_DECLARED_BOUND = re.compile(r"\[one task moves at most (\d+) rows\]")
 _GLOBAL_PARTIAL_AGG = re.compile(r"^(Hash|ObjectHash|Sort)Aggregate\(keys=\[\], functions=\[partial_")
 _LOCAL_LIMIT = re.compile(r"^LocalLimit (\d+)")
 _PASS_THROUGH = ("WholeStageCodegen", "InputAdapter", "ShuffleQueryStage", "AQEShuffleRead", "ColumnarToRow",
@@ -52,6 +56,13 @@ _WRITE_ROOT = re.compile(r"^(Execute |WriteFiles|AppendData|OverwriteByExpressio
                          r"SetCatalogAndNamespace|DataWritingCommand|WriteToDataSourceV2)")
 _DELTA_DESC = re.compile(r"^(Delta:|delta\.|Compute snapshot|Filtering files|Writing checkpoint|"
                          r"Stats collection|Stats calculation)", re.I)
+
+
+def funnel_bound(rows: int) -> str:
+    """The words a query's description carries (Spark's job description) to declare that one
+    of its tasks moves at most `rows` rows: the number of its tasks grows with its rows, so a
+    coalesce(1) in it is bounded work, not a funnel (`check_event_log` checks the rows moved)."""
+    return f"[one task moves at most {int(rows)} rows]"
 
 
 def event_log_conf(directory: str | Path) -> dict[str, str]:
@@ -287,10 +298,14 @@ def check_event_log(path: str | Path, *, min_tasks: int | None = None, max_drive
         single = [sid for sid in sorted(completed)
                   if stage_exec.get(sid) == eid and stage_info[sid].get("Number of Tasks", 0) == 1]
         rows = max((task_rows.get(sid, 0) for sid in single), default=None)
-        if max_single_task_rows > 0 and rows is not None and rows <= max_single_task_rows:
+        declared = _DECLARED_BOUND.search(d)
+        bound, by = max_single_task_rows, "max_single_task_rows"
+        if declared and int(declared.group(1)) > bound:
+            bound, by = int(declared.group(1)), "the bound its description declares"
+        if bound > 0 and rows is not None and rows <= bound:
             res.notes.append(Finding("bounded-single-task", eid, single[-1],
                                      f"coalesce(1) in {d[:80]!r}: its one task moved {rows} rows, within "
-                                     f"max_single_task_rows ({max_single_task_rows})"))
+                                     f"{by} ({bound})"))
         else:
             moved = f" (its one task moved {rows} rows)" if rows is not None else ""
             res.violations.append(Finding("coalesce-1", eid, None, f"coalesce(1) in {d[:80]!r}{moved}"))
