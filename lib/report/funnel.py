@@ -47,7 +47,8 @@ from typing import Any, Iterator
 
 _SINGLE = re.compile(r"^Exchange SinglePartition")
 _COALESCE1 = re.compile(r"^Coalesce 1$")
-_DECLARED_BOUND = re.compile(r"\[one task moves at most (\d+) rows\]")
+_BOUND_WORDS = "[one task moves at most {} rows]"     # funnel_bound writes it, the check reads it
+_DECLARED_BOUND = re.compile(re.escape(_BOUND_WORDS).replace(r"\{\}", r"(\d+)"))
 _GLOBAL_PARTIAL_AGG = re.compile(r"^(Hash|ObjectHash|Sort)Aggregate\(keys=\[\], functions=\[partial_")
 _LOCAL_LIMIT = re.compile(r"^LocalLimit (\d+)")
 _PASS_THROUGH = ("WholeStageCodegen", "InputAdapter", "ShuffleQueryStage", "AQEShuffleRead", "ColumnarToRow",
@@ -62,7 +63,7 @@ def funnel_bound(rows: int) -> str:
     """The words a query's description carries (Spark's job description) to declare that one
     of its tasks moves at most `rows` rows: the number of its tasks grows with its rows, so a
     coalesce(1) in it is bounded work, not a funnel (`check_event_log` checks the rows moved)."""
-    return f"[one task moves at most {int(rows)} rows]"
+    return _BOUND_WORDS.format(int(rows))
 
 
 def event_log_conf(directory: str | Path) -> dict[str, str]:
