@@ -64,7 +64,7 @@ class IngestSection:
     # e.g. { tokens = "array<int>", score = "double" }
     columns: dict[str, str] = field(default_factory=dict)
     max_page_bytes: int = 10_000_000   # WARC pages with a larger body: invalid:page_too_large (never read)
-    extract_timeout: float = 20.0      # seconds of HTML extraction per page: invalid:extract_timeout
+    extract_timeout: float = 20.0      # CPU seconds of HTML extraction per page: invalid:extract_timeout
     max_member_bytes: int = 20_000_000  # WebDataset tar members larger than this: invalid:member_too_large
     image_max_pixels: int = 89_478_485  # WebDataset images above this width x height: invalid:too_many_pixels
     # A JSONL line, a text file or a Parquet/Delta row's text larger than this: one reject

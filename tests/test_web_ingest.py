@@ -163,7 +163,7 @@ def test_a_hanging_and_a_crashing_page_are_answered_and_the_next_page_extracts(m
 
 def test_a_worker_that_never_reads_a_large_page_is_answered_within_the_bound(monkeypatch):
     """A worker stuck before it reads (as a fork that inherited a held lock is): a page larger
-    than the pipe's buffer is still answered `invalid:extract_timeout` after the bound, and the
+    than the pipe's buffer is still answered `invalid:extract_timeout` (after the wall-clock cap), and the
     next page is extracted by a fresh worker. (Sent from the calling thread, the page's bytes
     would block the send for ever: the sandbox's bound starts only after the send.)"""
     import multiprocessing
@@ -195,6 +195,41 @@ def test_a_worker_that_never_reads_a_large_page_is_answered_within_the_bound(mon
         assert not caller.is_alive(), "extract() blocked on a worker that does not read"
     assert [reason for _, reason, _ in got] == ["invalid:extract_timeout", None]
     assert got[1][0].title == "Der Fluss"
+
+
+def test_the_bound_is_the_workers_cpu_time_not_the_clock(monkeypatch):
+    """A worker that waits without using CPU (as one starved by a loaded machine does) is not
+    timed out at the bound: the page is answered, so the answer does not depend on the load.
+    A worker that never answers is still stopped, after _WALL_FACTOR times the bound, and
+    one that spins is stopped by the CPU it used, long before that."""
+    import time
+
+    import shardforge.ingest.extract.sandbox as sandbox_module
+    from shardforge.ingest.extract import Sandbox
+
+    real = sandbox_module.extract_page
+
+    def slow_without_cpu(body, content_type):
+        if b"slow" in body:
+            time.sleep(2.5)                  # 2.5 s of the clock, almost no CPU
+        if b"never" in body:
+            time.sleep(3600)
+        if b"spin" in body:
+            while True:
+                pass
+        return real(body, content_type)
+
+    monkeypatch.setattr(sandbox_module, "extract_page", slow_without_cpu)
+    monkeypatch.setattr(sandbox_module, "_WALL_FACTOR", 4.0)          # a stuck worker: 4 s
+    slow = _page("The river", EN).encode().replace(b"<main>", b"<main><!-- slow -->")
+    never = _page("Der Fluss", DE).encode().replace(b"<main>", b"<main><!-- never -->")
+    spin = _page("Der Fluss", DE).encode().replace(b"<main>", b"<main><!-- spin -->")
+    with Sandbox(1.0) as sandbox:
+        got = [sandbox.extract(body, "text/html; charset=utf-8") for body in (slow, never, spin, slow)]
+    assert [reason for _, reason, _ in got] == [None, "invalid:extract_timeout", "invalid:extract_timeout", None]
+    assert got[0][0].title == "The river" == got[3][0].title
+    assert got[1][2].startswith("no answer after 4 s of the clock")
+    assert got[2][2] == "no text after 1 s"
 
 
 def test_warc_pages_after_a_hang_and_a_crash_extract(monkeypatch, tmp_path):

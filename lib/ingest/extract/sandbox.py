@@ -5,13 +5,18 @@ and waits at most `timeout` seconds for the answer. A page that takes longer is 
 `invalid:extract_timeout` and the worker is killed and replaced; a page that kills the
 worker (a crash in native code, a stack overflow, memory exhaustion) is answered
 `invalid:extract_crashed`. Either way the task goes on with the next page, so no page can
-hang or crash a Spark task. The bound is wall-clock time of the extraction itself (the
-page's bytes are already read: size is bounded before, by ingest.max_page_bytes).
+hang or crash a Spark task. The bound is the worker's CPU time on the page (the page's bytes
+are already read: size is bounded before, by ingest.max_page_bytes), so the same page gets the
+same answer on an idle and on a loaded machine; a worker that makes no progress without using
+CPU (stuck before it reads) is stopped after `_WALL_FACTOR` times the bound in wall-clock time.
+Where the kernel does not show a process's CPU time (no /proc), the bound is wall-clock time.
 """
 from __future__ import annotations
 
 import multiprocessing as mp
+import os
 import threading
+import time
 from typing import Optional
 
 from shardforge.ingest.extract.html import Page, extract_page
@@ -34,6 +39,22 @@ def _serve(conn) -> None:
 # (a stuck page before, a fork that inherited a held lock) would otherwise block the send, which
 # has no time bound, once the pipe's buffer is full. Smaller pages fit in the buffer.
 _THREADED_SEND_BYTES = 64 * 1024
+
+
+# Wall-clock time a page may take, in multiples of its CPU bound: a starved worker on a loaded
+# machine gets its CPU late, a stuck one never uses it.
+_WALL_FACTOR = 10.0
+_TICK = 1.0 / os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 0.01
+
+
+def _cpu_seconds(pid: int) -> Optional[float]:
+    """User plus system CPU seconds of a process so far, from /proc; None where there is none."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return (int(fields[11]) + int(fields[12])) * _TICK         # utime, stime (fields 14, 15)
 
 
 class Sandbox:
@@ -74,6 +95,29 @@ class Sandbox:
         except OSError:
             pass               # the worker died or was stopped: extract() answers for the page
 
+    def _unanswered(self) -> Optional[str]:
+        """Wait for the worker's answer while it has used less than `timeout` CPU seconds on
+        the page and less than _WALL_FACTOR times that in wall-clock time; None once it has
+        answered, else why it is given up."""
+        timed_out = f"no text after {self.timeout:g} s"
+        start = _cpu_seconds(self._proc.pid)
+        if start is None:
+            return None if self._conn.poll(self.timeout) else timed_out
+        wall = self.timeout * _WALL_FACTOR
+        deadline = time.monotonic() + wall
+        while True:
+            now = _cpu_seconds(self._proc.pid)
+            used = 0.0 if now is None else now - start        # None: the worker has just ended
+            if used >= self.timeout:
+                return None if self._conn.poll(0) else timed_out
+            if time.monotonic() >= deadline:
+                return None if self._conn.poll(0) else (
+                    f"no answer after {wall:g} s of the clock ({used:.1f} s of extraction)")
+            # one thread cannot use more CPU than the time that passes: wait for what is left
+            left = min(self.timeout - used, deadline - time.monotonic())
+            if self._conn.poll(max(left, _TICK)):
+                return None
+
     def extract(self, body: bytes, content_type: Optional[str]) -> tuple[Optional[Page], Optional[str], Optional[str]]:
         """(page, None, None) or (None, reason, detail) for one page, within `timeout` seconds."""
         if self._proc is None:
@@ -86,9 +130,10 @@ class Sandbox:
                 sender.start()
             else:
                 self._conn.send((body, content_type))
-            if not self._conn.poll(self.timeout):
+            why = self._unanswered()
+            if why is not None:
                 self._stop(sender)
-                return None, "invalid:extract_timeout", f"no text after {self.timeout:g} s"
+                return None, "invalid:extract_timeout", why
             status, a, b, c = self._conn.recv()
         except (EOFError, BrokenPipeError, ConnectionResetError, OSError):
             code = self._proc.exitcode if self._proc is not None else None

@@ -18,7 +18,7 @@ TEXT_TYPES = ("text/plain",)
 @dataclass(frozen=True)
 class PageLimits:
     max_page_bytes: int = 10_000_000     # larger bodies are invalid:page_too_large, unread
-    extract_timeout: float = 20.0        # seconds of extraction per page
+    extract_timeout: float = 20.0        # CPU seconds of extraction per page (see Sandbox)
 
 
 def page_row(body: bytes, content_type: Optional[str], status: Optional[int], limits: PageLimits,
