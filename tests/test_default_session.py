@@ -195,6 +195,23 @@ def test_the_class_data_archive_is_used_only_when_it_exists_and_nothing_else_is_
     assert cds.archive_path(cds._jars(other)) != stem
 
 
+def test_one_archive_serves_every_route_to_the_same_spark(tmp_path, monkeypatch):
+    """pyspark runs the JVM from its folder with symlinks resolved, so the archive's key is
+    taken from that path too: a venv reached through a symlink finds the archive built
+    through its real path (the two had different keys, and one route started without it)."""
+    import pyspark
+
+    from shardforge.engine import cds
+
+    monkeypatch.delenv("SPARK_HOME", raising=False)
+    real = cds.archive_path([])
+    link = tmp_path / "venv-link"
+    link.symlink_to(Path(pyspark.__file__).resolve().parent, target_is_directory=True)
+    monkeypatch.setattr(pyspark, "__file__", str(link / "__init__.py"))
+    assert cds.spark_home() == Path(pyspark.__file__).resolve().parent != link
+    assert cds.archive_path([]) == real
+
+
 @pytest.mark.slow
 def test_a_session_maps_the_archive_that_setup_builds():
     """-Xshare:on makes the JVM refuse to start unless it maps the archive: the session starts

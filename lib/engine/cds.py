@@ -51,10 +51,20 @@ def java_major(home: Path) -> int | None:
     return None
 
 
-def _class_path(extra_jars: list[str]) -> list[Path]:
+def spark_home() -> Path:
+    """The Spark home the session's JVM runs from, as pyspark finds it: $SPARK_HOME, else
+    pyspark's own folder with symlinks resolved. A venv reached through a symlink (or two
+    routes to one venv) then has one archive, keyed by the class path the JVM really uses."""
+    env = os.environ.get("SPARK_HOME")
+    if env:
+        return Path(env)
     import pyspark
 
-    jars = sorted((Path(pyspark.__file__).parent / "jars").glob("*.jar"))
+    return Path(os.path.realpath(pyspark.__file__)).parent
+
+
+def _class_path(extra_jars: list[str]) -> list[Path]:
+    jars = sorted((spark_home() / "jars").glob("*.jar"))
     return jars + [Path(j) for j in extra_jars]
 
 
