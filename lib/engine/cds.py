@@ -52,15 +52,12 @@ def java_major(home: Path) -> int | None:
 
 
 def spark_home() -> Path:
-    """The Spark home the session's JVM runs from, as pyspark finds it: $SPARK_HOME, else
-    pyspark's own folder with symlinks resolved. A venv reached through a symlink (or two
-    routes to one venv) then has one archive, keyed by the class path the JVM really uses."""
-    env = os.environ.get("SPARK_HOME")
-    if env:
-        return Path(env)
-    import pyspark
+    """The Spark home the session's JVM runs from, found by pyspark's own rule ($SPARK_HOME,
+    else its folder with symlinks resolved): a venv reached through a symlink (or two routes
+    to one venv) then has one archive, keyed by the class path the JVM really uses."""
+    from pyspark.find_spark_home import _find_spark_home
 
-    return Path(os.path.realpath(pyspark.__file__)).parent
+    return Path(_find_spark_home())
 
 
 def _class_path(extra_jars: list[str]) -> list[Path]:

@@ -1,7 +1,7 @@
 """A per-task child process that extracts pages under a time bound per document.
 
 `Sandbox(timeout)` forks one worker process; `extract(body, content_type)` sends it a page
-and waits at most `timeout` seconds for the answer. A page that takes longer is answered
+and waits while the worker has used less than `timeout` seconds of CPU on it. A page that takes longer is answered
 `invalid:extract_timeout` and the worker is killed and replaced; a page that kills the
 worker (a crash in native code, a stack overflow, memory exhaustion) is answered
 `invalid:extract_crashed`. Either way the task goes on with the next page, so no page can
@@ -119,7 +119,7 @@ class Sandbox:
                 return None
 
     def extract(self, body: bytes, content_type: Optional[str]) -> tuple[Optional[Page], Optional[str], Optional[str]]:
-        """(page, None, None) or (None, reason, detail) for one page, within `timeout` seconds."""
+        """(page, None, None) or (None, reason, detail) for one page, within the bounds of `_unanswered`."""
         if self._proc is None:
             self._start()
         sender = None
