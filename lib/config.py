@@ -53,6 +53,11 @@ class SparkSection:
     # the embedded session's JIT: auto | quick (the JVM's first compiler only) | full (the JVM's
     # default); auto is quick for local input up to 2 GiB (shardforge.engine.session.jit_options)
     jit: str = "auto"
+    # a stage of fewer input rows than this, or one reading local files of fewer bytes, runs on
+    # Spark's interpreted expressions: no code is generated and compiled for each of its queries
+    # (shardforge.engine.session.interpreted); 0 = code always generated, as Spark does
+    codegen_min_rows: int = 5_000
+    codegen_min_input_bytes: int = 128 << 20
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,11 @@ class StageSpec:
     # stages are done, beside the run's other table writes (also from a reused stage: merges
     # are idempotent, so a run killed before them completes them when resumed)
     tables: tuple[tuple[str, str], ...] = ()
+    # its Spark work grows with its input rows alone (beside them it reads only the table
+    # versions the run pinned, `runner._pins`): below `[spark] codegen_min_rows` input rows, and
+    # with no pinned table to read, it runs on interpreted expressions (`session.interpreted`;
+    # a sink's input rows are known when this run made the table it reads: `runner._published_rows`)
+    by_rows: bool = False
 
     @property
     def is_source(self) -> bool:
@@ -55,7 +60,7 @@ _SPECS = (
               function="ingest", output="raw", input_schema=None, ignore=("download.spool_dir",)),
     # the block lists are covered by their content (and their folder names), not their paths
     StageSpec("clean", reads=("clean", "quality", "url_filter"), function="clean", output="clean",
-              ignore=("url_filter.blocklists",), content_of=("url_filter.blocklists",)),
+              ignore=("url_filter.blocklists",), content_of=("url_filter.blocklists",), by_rows=True),
     # the model files are covered by their content (sha256), not by their paths
     StageSpec("score", reads=("score",), function="score", output="score",
               ignore=("score.models[].path",), content_of=("score.models[].path",)),
@@ -63,15 +68,16 @@ _SPECS = (
     StageSpec("decontaminate", reads=("decontaminate", "quality.mode"), function="decontaminate",
               output="decontaminate", ignore=("decontaminate.benchmarks[].path",),
               content_of=("decontaminate.benchmarks[].path",)),
-    StageSpec("redact", reads=("redact",), function="redact", output="redact", output_schema="CURATED"),
+    StageSpec("redact", reads=("redact",), function="redact", output="redact", output_schema="CURATED",
+              by_rows=True),
     StageSpec("dedup", reads=("dedup",), function="dedup", output="dedup", ignore=("dedup.checkpoint_dir", "dedup.local_graph_max_nodes"),
-              tables=(("audit", "dedup_audit"),)),
+              tables=(("audit", "dedup_audit"),), by_rows=True),
     # the tokenizer file is covered by its content (sha256), not by its path
     StageSpec("tokenize", reads=("tokenize",), function="tokenize", output="tokenize",
-              ignore=("tokenize.tokenizer",), content_of=("tokenize.tokenizer",)),
-    StageSpec("curate", reads=(), function="curate", output="curated"),
+              ignore=("tokenize.tokenizer",), content_of=("tokenize.tokenizer",), by_rows=True),
+    StageSpec("curate", reads=(), function="curate", output="curated", by_rows=True),
     StageSpec("build-shards", reads=("shards", "select"), function="build_shards", output="shards",
-              input_schema="ANY", output_schema=None),
+              input_schema="ANY", output_schema=None, by_rows=True),
 )
 
 REGISTRY: dict[str, StageSpec] = {s.name: s for s in _SPECS}

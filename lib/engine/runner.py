@@ -364,6 +364,43 @@ class Runner:
             _assert(df, spec.input_schema, f"input of stage {spec.name}")
         log.info("stage %s: started", spec.name)
         t0 = time.monotonic()
+        with self._small(spec, rows_in if not spec.is_sink else self._published_rows(prev, ctx), ctx) as small:
+            if small:
+                log.info("stage %s: a small stage, on Spark's interpreted expressions ([spark] codegen_min_rows, "
+                         "codegen_min_input_bytes)", spec.name)
+            done = self._run_stage_body(spec, fp, ctx, df, rows_in, steps)
+        done.entry["seconds"] = round(time.monotonic() - t0, 3)
+        done.entry["reused"] = False
+        self._write_marker(spec, done)
+        log.info("stage %s: done in %.1f s", spec.name, done.entry["seconds"])
+        return done
+
+    def _small(self, spec: StageSpec, rows_in: int | None, ctx: StageContext):
+        """`session.interpreted` for a small stage: one whose work follows its input rows
+        (StageSpec.by_rows), reading no pinned table version (a first batch: the run's tables
+        did not exist), under `[spark] codegen_min_rows` rows; or a source stage whose input is
+        local files under `codegen_min_input_bytes`."""
+        from shardforge.engine.session import input_size, interpreted
+
+        sp = self.cfg.spark
+        if spec.is_source:
+            limit = sp.codegen_min_input_bytes
+            size = input_size((*self.cfg.pipeline.input, *self.cfg.pipeline.urls), limit=limit) if limit else None
+            return interpreted(self.spark, size is not None and size < limit)
+        pinned = any(v is not None for v in self._pins(spec, {"base": ctx.base or {}}).values())
+        return interpreted(self.spark, spec.by_rows and not pinned and rows_in is not None
+                           and rows_in < sp.codegen_min_rows)
+
+    def _published_rows(self, prev: Done | None, ctx: StageContext) -> int | None:
+        """The rows of the curated table a sink reads, when this run made that table: the rows
+        curate kept (the table did not exist when the run first started, `state.json`); else
+        None (not known without a query)."""
+        if prev is None or prev.spec.name != "curate" or (ctx.base or {}).get("curated") is not None:
+            return None
+        return prev.entry.get("kept")
+
+    def _run_stage_body(self, spec: StageSpec, fp: str, ctx: StageContext, df: DataFrame | None,
+                        rows_in: int | None, steps) -> Done:
         out: StageOutput = getattr(steps, spec.function)(ctx, df)
         if spec.is_sink:
             entry = {"name": spec.name, "rows_in": out.rows_in, "kept": out.rows_out, "rejected": 0,
@@ -386,10 +423,6 @@ class Runner:
                 fin = fin if isinstance(fin, Finished) else Finished(fin or {})
                 done.report.update(fin.report)
                 done.next = fin.next
-        done.entry["seconds"] = round(time.monotonic() - t0, 3)
-        done.entry["reused"] = False
-        self._write_marker(spec, done)
-        log.info("stage %s: done in %.1f s", spec.name, done.entry["seconds"])
         return done
 
     def _run_fused(self, ing: StageSpec, ing_fp: str, cl: StageSpec, cl_fp: str,
@@ -402,12 +435,17 @@ class Runner:
 
         log.info("stages ingest and clean: started, in one pass over the JSONL files")
         t0 = time.monotonic()
-        ing_out, cl_out, marked = steps.ingest_clean(ctx)       # the pass ran: marked is persisted
-        t1 = time.monotonic()
-        try:
-            ing_done, cl_done = self._materialise_all([(ing, ing_fp, ing_out, False), (cl, cl_fp, cl_out, True)])
-        finally:
-            marked.unpersist()
+        with self._small(ing, None, ctx) as small:
+            if small:
+                log.info("stages ingest and clean: small input, on Spark's interpreted expressions "
+                         "([spark] codegen_min_input_bytes)")
+            ing_out, cl_out, marked = steps.ingest_clean(ctx)       # the pass ran: marked is persisted
+            t1 = time.monotonic()
+            try:
+                ing_done, cl_done = self._materialise_all([(ing, ing_fp, ing_out, False),
+                                                           (cl, cl_fp, cl_out, True)])
+            finally:
+                marked.unpersist()
         self.run.check(ing.name, None, ing_done.entry)
         assert_schema(ing_done.rejected, REJECT, f"rejects of stage {ing.name}")
         self.run.check(cl.name, ing_done.entry["kept"], cl_done.entry)

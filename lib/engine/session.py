@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import sys
+from contextlib import contextmanager
 from pathlib import Path
 
 from shardforge.config import SparkSection
@@ -85,6 +86,39 @@ def input_size(paths, limit: int | None = None) -> int | None:
             if limit is not None and total > limit:
                 return total
     return total
+
+
+# Spark generates and compiles (Janino) Java code for each query's expressions, row orderings
+# and fused stages. In a fresh JVM that costs tens to hundreds of milliseconds a query, which on
+# a stage of a few hundred rows is most of its time. On wide rows in volume the generated code
+# wins by far (build-shards on 17,000 tokenized rows: 18-19 s interpreted, 6-7 s generated), so
+# only small stages run interpreted: a row stage under `[spark] codegen_min_rows` input rows, a
+# stage reading local files under `codegen_min_input_bytes` (BENCHMARKS.md, "Small stages on
+# interpreted expressions"). Results are the same either way: Spark's interpreted expressions
+# are the reference its generated code is tested against, and tests/test_codegen.py compares
+# the two on a whole run.
+INTERPRETED = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
+
+
+@contextmanager
+def interpreted(spark, on: bool):
+    """Inside, with `on`: the session plans its queries on interpreted expressions; yields
+    whether it does. Either key set by the user when the session started (spark-submit --conf,
+    `[spark] properties`) leaves the session as it is."""
+    if not on or any(spark.sparkContext.getConf().contains(k) for k in INTERPRETED):
+        yield False
+        return
+    before = {k: spark.conf.get(k, None) for k in INTERPRETED}
+    for k, v in INTERPRETED.items():
+        spark.conf.set(k, v)
+    try:
+        yield True
+    finally:
+        for k, v in before.items():
+            if v is None:
+                spark.conf.unset(k)
+            else:
+                spark.conf.set(k, v)
 
 
 def jit_options(cfg: SparkSection, size: int | None) -> str:
