@@ -100,3 +100,20 @@ def test_first_commit_metrics_are_those_delta_reports(spark, tmp_path):
     assert version == 0
     assert first_commit_metrics(spark, path) == dict(metrics)
     assert first_commit_metrics(spark, path)["numOutputRows"] == "23"
+
+
+def test_a_log_folder_without_a_commit_is_no_table_and_the_next_write_creates_it(spark, tmp_path):
+    """A first write killed before its commit leaves `_delta_log/` with no commit in it (and
+    data files nothing references): that is no table, and merging into it creates one with
+    the merged rows only (a resumed run's rejects write once met DELTA_TABLE_NOT_FOUND there)."""
+    from shardforge.curated.tables import is_delta, merge_new, table_version
+
+    path = tmp_path / "t"
+    (path / "_delta_log" / "_staged_commits").mkdir(parents=True)
+    spark.range(5).write.parquet(str(path / "stray"))           # files of the killed write
+    assert not is_delta(str(path))
+    out = merge_new(spark, spark.range(3).selectExpr("cast(id as string) as id"), str(path))
+    assert (out.inserted, out.version) == (3, 0)
+    assert is_delta(str(path)) and table_version(spark, str(path)) == 0
+    assert sorted(r["id"] for r in spark.read.format("delta").load(str(path)).collect()) == ["0", "1", "2"]
+    assert not is_delta(str(tmp_path / "absent"))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from typing import NamedTuple
 
 from pyspark.sql import DataFrame, SparkSession
@@ -30,7 +31,17 @@ def is_delta(path: str) -> bool:
         from pyspark.sql import SparkSession
 
         return DeltaTable.isDeltaTable(SparkSession.getActiveSession(), path)
-    return os.path.isdir(os.path.join(local, "_delta_log"))
+    # a table has a commit (or a checkpoint) in its log: a first write killed before its commit
+    # leaves a `_delta_log` folder with none, which is no table yet (the next write creates it)
+    try:
+        with os.scandir(os.path.join(local, "_delta_log")) as entries:
+            return any(_LOG_ENTRY.match(e.name) for e in entries)
+    except OSError:
+        return False
+
+
+# a commit file or a checkpoint (classic, multi-part or v2) of a Delta log, or its pointer
+_LOG_ENTRY = re.compile(r"^(\d{20}\.(json|checkpoint\..+)|_last_checkpoint)$")
 
 
 def table_version(spark: SparkSession, path: str) -> int:
