@@ -194,11 +194,14 @@ def run_theirs(inp: Path, work: Path, tok: Path, log: Path, filters: bool = True
     env = {**os.environ, "TOKENIZERS_PARALLELISM": "false"}
     with open(log.with_suffix(".out"), "w") as fo, open(log.with_suffix(".err"), "w") as fe:
         t0 = time.perf_counter()
-        code = subprocess.run([str(dt_python()), "-c", DT_SCRIPT, str(inp), str(work), str(tok), str(PARTS), "2",
-                               "filters" if filters else "nofilters"],
-                              env=env, stdout=fo, stderr=fe).returncode
+        proc = subprocess.Popen([str(dt_python()), "-c", DT_SCRIPT, str(inp), str(work), str(tok), str(PARTS), "2",
+                                 "filters" if filters else "nofilters"], env=env, stdout=fo, stderr=fe)
+        mon = PeakRss(proc.pid)       # as for shardforge: the same poll costs both sides the same
+        code = proc.wait()
         res["wall_s"] = round(time.perf_counter() - t0, 1)
-    res.update(exit=code, load_after=load())
+        mon.stop()
+    res.update(exit=code, load_after=load(), peak_pss_gb=round(mon.peak_pss / 2**30, 2),
+               peak_rss_sum_gb=round(mon.peak_total / 2**30, 2))
     if code != 0:
         res["error"] = log.with_suffix(".err").read_text()[-3000:]
         return res
@@ -358,6 +361,11 @@ def markdown(r: dict) -> str:
     if "shardforge_stage_s" in s:
         lines += ["shardforge per stage (median s): " + ", ".join(f"{k} {v}" for k, v in s["shardforge_stage_s"].items())
                   + f"; startup (interpreter, session) {s['shardforge_startup_s']} s."]
+    peaks = {side: [x["peak_pss_gb"] for x in r["rounds"][side] if x.get("exit") == 0 and "peak_pss_gb" in x]
+             for side in ("shardforge", "datatrove")}
+    if all(peaks.values()):
+        lines += ["Peak memory of each side's process tree (PSS, polled every 0.5 s on both sides, max over rounds): "
+                  f"shardforge {max(peaks['shardforge'])} GB, datatrove {max(peaks['datatrove'])} GB."]
     if "datatrove_run_s" in s:
         lines += ["datatrove per executor run (median s): " + ", ".join(f"{k} {v}" for k, v in s["datatrove_run_s"].items())
                   + "."]
