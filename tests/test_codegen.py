@@ -15,10 +15,10 @@ import pytest
 
 from shardforge.config import load_config
 from shardforge.engine.layout import Layout
+from sample_docs import sample_rows
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parent.parent
 STAGES = ("ingest", "clean", "redact", "dedup", "curate", "build-shards")
 SETTINGS = ["pipeline.write_raw=false", 'rejects.record="none"', 'quality.filters=["c4"]',
             "shards.num_shards=3", "dedup.near=true", "dedup.exact=true"]
@@ -30,14 +30,7 @@ KEYS = ("spark.sql.codegen.wholeStage", "spark.sql.codegen.factoryMode")
 def corpus(tmp_path_factory) -> Path:
     """The sample documents with only the named keys, three exact copies and one near copy
     (a few words changed), so dedup removes rows both ways."""
-    rows = []
-    for line in (ROOT / "data" / "sample" / "docs.jsonl").read_text().splitlines():
-        try:
-            row = json.loads(line, strict=False)
-        except ValueError:
-            continue
-        if isinstance(row, dict) and isinstance(row.get("text"), str) and len(row["text"]) > 400:
-            rows.append({"id": row.get("id") or f"s{len(rows):03d}", "text": row["text"]})
+    rows = [{"id": r["id"], "text": r["text"]} for r in sample_rows() if len(r["text"]) > 400]
     assert len(rows) >= 100
     rows = rows[:150]
     for k in range(3):

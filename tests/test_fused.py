@@ -16,10 +16,10 @@ import pytest
 
 from shardforge.config import load_config
 from shardforge.engine.layout import Layout
+from sample_docs import sample_rows
 
 pytestmark = pytest.mark.slow
 
-ROOT = Path(__file__).resolve().parent.parent
 STAGES = ("ingest", "clean", "redact", "curate", "build-shards")
 SETTINGS = ["pipeline.write_raw=false", 'rejects.record="none"', "clean.detect_language=true",
             'clean.languages=["en"]', 'quality.filters=["gopher_repetition", "gopher_quality", "c4", "fineweb"]',
@@ -28,25 +28,13 @@ SETTINGS = ["pipeline.write_raw=false", 'rejects.record="none"', "clean.detect_l
 BAD = ["{broken json\n", "\n", "[1, 2]\n", '{"id": "no-text"}\n', '{"id": "null-text", "text": null}\n']
 
 
-def _sample() -> list[dict]:
-    rows = []
-    for line in (ROOT / "data" / "sample" / "docs.jsonl").read_text().splitlines():
-        try:
-            row = json.loads(line, strict=False)
-        except ValueError:
-            continue
-        if isinstance(row, dict) and isinstance(row.get("text"), str):
-            rows.append({**row, "id": row.get("id") or f"s{len(rows):03d}"})
-    return rows
-
-
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> Path:
     """Two files. plain.jsonl: sample documents with only the named keys (decoded by the
     reader), three without an id, an exact copy of one line, one id reused with another text,
     one reused by a line of other.jsonl.gz, and an oversized line. other.jsonl.gz: sample lines
     with their `lang` key (declined by the reader: Spark parses them) and the bad lines."""
-    rows = _sample()
+    rows = sample_rows()
     assert len(rows) >= 200
     d = tmp_path_factory.mktemp("fused") / "input"
     d.mkdir()
@@ -108,7 +96,7 @@ def decoded_only(spark, tmp_path_factory):
     """Every line decoded by the reader (the pass's short path: no line takes ingest's usual
     one): sample documents with only the named keys, two without an id, and two ids that
     repeat, one with the same text and one with another text that clean keeps."""
-    rows = _sample()
+    rows = sample_rows()
     d = tmp_path_factory.mktemp("fused-decoded")
     (d / "input").mkdir()
     plain = [{"id": r["id"], "text": r["text"]} for r in rows[100:200]]
@@ -123,7 +111,7 @@ def decoded_only(spark, tmp_path_factory):
 
 
 def test_all_lines_decoded_same_outputs_as_the_two_stages(decoded_only, spark):
-    rows = _sample()
+    rows = sample_rows()
     d, fused, apart = decoded_only
     assert [s.get("fused", False) for s in fused["stages"]][:2] == [True, True]
     assert _entries(fused) == _entries(apart)
@@ -169,7 +157,7 @@ def test_same_rejects_curated_rows_and_shard_bytes(both, spark):
 def test_a_repeated_id_keeps_the_row_the_stages_keep(both, spark):
     """Of two rows sharing an id, the one with the smaller sha256 of its text stays, whichever
     path read it: two decoded lines, and a decoded line against a declined one."""
-    rows = _sample()
+    rows = sample_rows()
     d, _, _ = both
     curated = {r["id"]: r["text"] for r in spark.read.format("delta").load(str(d / "fused" / "curated")).collect()}
     rejected = spark.read.format("delta").load(str(d / "fused" / "rejects")).where(
